@@ -1,0 +1,31 @@
+"""dpnet: differentially private regression over a network of data-holding machines.
+
+Importing dpnet never starts MPI: only :mod:`dpnet.network.mpi_comm` imports mpi4py, and
+only when an MPI run asks for it. Estimators are loaded lazily on first access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "DecentralizedGroupLassoLogistic": "dpnet.estimators",
+    "DPMedianRegressor": "dpnet.solvers.median",
+    "SSADMMClassifier": "dpnet.solvers.rdp_admm",
+    "MPADMMClassifier": "dpnet.solvers.rdp_admm",
+    "DPSGDClassifier": "dpnet.solvers.rdp_admm",
+    "DPADMMClassifier": "dpnet.solvers.rdp_admm",
+    "ADMMObjPClassifier": "dpnet.solvers.rdp_admm",
+    "PrivacyLedger": "dpnet.privacy.ledger",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dpnet' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Synthetic generators, loaders for user and real data sets, and row partitioning."""

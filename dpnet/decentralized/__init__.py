@@ -1,0 +1,1 @@
+"""Decentralized group-lasso logistic ADMM: pure-numpy steps and the round loop."""

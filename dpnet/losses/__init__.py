@@ -1,0 +1,1 @@
+"""Loss functions (datafits): value, gradient and curvature bounds, vectorised over rows."""

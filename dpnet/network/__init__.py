@@ -1,0 +1,1 @@
+"""Topologies and communicators. Only mpi_comm.py imports mpi4py."""

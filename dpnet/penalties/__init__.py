@@ -1,0 +1,1 @@
+"""Penalties and their proximal operators (L1, ridge, group L2)."""
