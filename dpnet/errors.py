@@ -1,0 +1,23 @@
+"""Exceptions with messages meant for users: each names the problem in one line."""
+
+from __future__ import annotations
+
+
+class DpnetError(Exception):
+    """Base class of every error dpnet raises for bad input or configuration."""
+
+
+class ConfigError(DpnetError, ValueError):
+    """A command-line option or parameter is out of range or inconsistent."""
+
+
+class DataError(DpnetError, ValueError):
+    """A data file is missing or malformed, or arrays violate a documented assumption."""
+
+
+class TopologyError(DpnetError, ValueError):
+    """A graph is unknown, malformed, disconnected or does not match the number of machines."""
+
+
+class PrivacyError(DpnetError, ValueError):
+    """A privacy parameter is invalid or an accountant does not support a release."""
