@@ -1,0 +1,383 @@
+"""Loaders for user files (npz, CSV, LIBSVM) and the real data sets of the papers.
+
+Every user error (missing file, unreadable or malformed content, NaN/inf, labels that are not
+two classes, groups that do not cover the columns) raises :class:`DataError` with a one-line
+message naming the file and the problem.
+
+Privacy note: :func:`scale_rows` uses only a bound the user supplies, never a statistic of the
+data. :func:`load_ipums` without ``bounds`` reproduces the papers' min-max scaling, whose
+per-column minima and maxima are data-dependent and are *not* covered by any DP guarantee.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from dpnet.data.dataset import GroupData, to_pm1
+from dpnet.errors import ConfigError, DataError
+
+FORMATS = ("npz", "csv", "libsvm")
+_EXT = {
+    ".npz": "npz",
+    ".csv": "csv",
+    ".libsvm": "libsvm",
+    ".svm": "libsvm",
+    ".svmlight": "libsvm",
+}
+MEMSET_BASES = "atcg"  # paper 3's one-hot order: A(1,0,0,0), T(0,1,0,0), C(0,0,1,0), G(0,0,0,1)
+MEMSET_FILE = "memset_donor_7mer.csv.gz"
+ADULT_FEATURES = 123
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _detect_format(path: Path, fmt: str | None) -> str:
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise ConfigError(f"unknown data format {fmt!r}; expected one of {FORMATS}")
+        return fmt
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    if suffixes and suffixes[-1] in _EXT:
+        return _EXT[suffixes[-1]]
+    raise DataError(
+        f"{path}: cannot tell the format from the extension; pass fmt as one of {FORMATS}"
+    )
+
+
+def parse_groups(spec: str | None, n_features: int, source: str = "groups") -> np.ndarray:
+    """Group id per column (int64, ids relabelled to 0..G-1 in sorted order of the given ids).
+
+    ``spec``: None or "none" -> one group per column; "size:K" -> consecutive blocks of K
+    columns (the last block is shorter if K does not divide p); the path of a text file with
+    one id per column (whitespace separated); or a comma-separated list of ids, one per column.
+    """
+    if spec is None or spec.strip().lower() == "none":
+        return np.arange(n_features, dtype=np.int64)
+    text = spec.strip()
+    if text.lower().startswith("size:"):
+        try:
+            k = int(text[5:])
+        except ValueError:
+            raise DataError(f"{source}: group size in {spec!r} is not an integer") from None
+        if k < 1:
+            raise DataError(f"{source}: group size must be >= 1, got {k}")
+        return np.arange(n_features, dtype=np.int64) // k
+    path = Path(text)
+    if path.is_file():
+        try:
+            tokens = path.read_text().split()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"groups file {path}: unreadable ({_one_line(exc)})") from None
+        where = f"groups file {path}"
+    elif "," in text or text.lstrip("-").isdigit():
+        tokens = [t.strip() for t in text.split(",")]
+        where = f"{source} list"
+    else:
+        raise DataError(
+            f"{source}: {spec!r} is not 'none', 'size:K', an existing file or a list of ids"
+        )
+    try:
+        ids = np.array([int(t) for t in tokens], dtype=np.int64)
+    except ValueError:
+        raise DataError(f"{where}: group ids must be integers") from None
+    if ids.size != n_features:
+        raise DataError(f"{where}: {ids.size} group ids for {n_features} columns")
+    if (ids < 0).any():
+        raise DataError(f"{where}: negative group id {int(ids.min())}")
+    return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _finish(
+    path: Path,
+    X: np.ndarray,
+    y_raw: np.ndarray,
+    groups: np.ndarray,
+    names: tuple[str, ...] | None = None,
+) -> GroupData:
+    src = str(path)
+    if X.ndim != 2:
+        raise DataError(f"{src}: X must be 2-D, got shape {X.shape}")
+    if y_raw.ndim != 1 or y_raw.shape[0] != X.shape[0]:
+        raise DataError(f"{src}: y has shape {y_raw.shape}, expected ({X.shape[0]},)")
+    if X.dtype.kind not in "biuf":
+        raise DataError(f"{src}: X is not numeric (dtype {X.dtype})")
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if not np.isfinite(X).all():
+        rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
+        raise DataError(f"{src}: X contains NaN or inf (first in data row {rows[0] + 1})")
+    y = to_pm1(y_raw, source=src)
+    return GroupData(X=X, y=y, groups=groups, feature_names=names).validate(src)
+
+
+def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [k for k in ("X", "y") if k not in npz.files]
+            if missing:
+                raise DataError(f"{path}: npz archive lacks array(s) {missing}")
+            groups = npz["groups"] if "groups" in npz.files else None
+            return npz["X"], npz["y"], groups
+    except DataError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise DataError(f"{path}: not a readable npz archive ({_one_line(exc)})") from None
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_text(path: Path) -> str:
+    try:
+        if path.suffix.lower() == ".gz":
+            with gzip.open(path, "rt", newline="") as fh:
+                return fh.read()
+        return path.read_text(newline="")
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: unreadable ({_one_line(exc)})") from None
+
+
+def _load_csv(
+    path: Path, label_column: str | int | None
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...] | None]:
+    rows = [r for r in csv.reader(io.StringIO(_read_text(path))) if r and any(c.strip() for c in r)]
+    if not rows:
+        raise DataError(f"{path}: CSV file is empty")
+    header = None
+    if not all(_is_number(c) for c in rows[0]):
+        header = [c.strip() for c in rows[0]]
+        rows = rows[1:]
+        if not rows:
+            raise DataError(f"{path}: CSV file has a header but no data rows")
+    width = len(header) if header is not None else len(rows[0])
+    for i, r in enumerate(rows):
+        if len(r) != width:
+            raise DataError(f"{path}: data row {i + 1} has {len(r)} fields, expected {width}")
+    if width < 2:
+        raise DataError(f"{path}: CSV needs at least one feature column and a label column")
+    if label_column is None:
+        col = header.index("y") if header is not None and "y" in header else width - 1
+    elif isinstance(label_column, str):
+        if header is None or label_column not in header:
+            raise DataError(f"{path}: no column named {label_column!r} in the header")
+        col = header.index(label_column)
+    else:
+        if not -width <= label_column < width:
+            raise DataError(f"{path}: label column {label_column} out of range ({width} columns)")
+        col = label_column % width
+    cells = np.array(rows, dtype=str)
+    labels = np.char.strip(cells[:, col])
+    feats = np.delete(cells, col, axis=1)
+    try:
+        X = feats.astype(np.float64)
+    except ValueError:
+        bad = next(
+            (i, j) for i, r in enumerate(feats) for j, c in enumerate(r) if not _is_number(c)
+        )
+        raise DataError(
+            f"{path}: non-numeric feature value {feats[bad]!r} in data row {bad[0] + 1}"
+        ) from None
+    if all(_is_number(c) for c in labels):
+        labels = labels.astype(np.float64)
+    names = tuple(h for j, h in enumerate(header) if j != col) if header is not None else None
+    return X, labels, names
+
+
+def _load_libsvm(path: Path, n_features: int | None) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_svmlight_file
+
+    try:
+        X, y = load_svmlight_file(str(path), n_features=n_features)
+    except (OSError, ValueError, EOFError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not a readable LIBSVM file ({_one_line(exc)})") from None
+    return X.toarray(), y
+
+
+def load_dataset(
+    path: str | Path,
+    *,
+    groups: str | None = None,
+    fmt: str | None = None,
+    n_features: int | None = None,
+    label_column: str | int | None = None,
+) -> GroupData:
+    """Load a labelled data set from ``path`` and return a validated :class:`GroupData`.
+
+    Formats (by extension, ``.gz`` allowed for CSV and LIBSVM, or by ``fmt``):
+    ``npz`` with arrays ``X``, ``y`` and optionally ``groups``; ``csv`` (header optional,
+    numeric features; the label column is ``label_column``, else the column named "y", else
+    the last); ``libsvm`` (densified; ``n_features`` fixes the width). Labels are mapped to
+    -1/+1 by :func:`to_pm1`. ``groups`` is parsed by :func:`parse_groups`; if it is None an
+    npz file's own ``groups`` array is used, otherwise one group per column.
+    """
+    path = Path(path)
+    kind = _detect_format(path, fmt)
+    if not path.is_file():
+        raise DataError(f"{path}: file does not exist")
+    names = None
+    file_groups = None
+    if kind == "npz":
+        X, y, file_groups = _load_npz(path)
+    elif kind == "csv":
+        X, y, names = _load_csv(path, label_column)
+    else:
+        X, y = _load_libsvm(path, n_features)
+    p = X.shape[1] if X.ndim == 2 else 0
+    if groups is None and file_groups is not None:
+        arr = np.asarray(file_groups)
+        if arr.shape != (p,) or arr.dtype.kind not in "iu":
+            raise DataError(f"{path}: 'groups' must hold one integer id per column ({p})")
+        if (arr < 0).any():
+            raise DataError(f"{path}: 'groups' contains negative id(s)")
+        g = np.unique(arr, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    else:
+        g = parse_groups(groups, p, source=str(path))
+    return _finish(path, np.asarray(X), np.asarray(y), g, names)
+
+
+def load_memset(
+    path: str | Path,
+    *,
+    n_train_pos: int = 8000,
+    n_train_neg: int = 8000,
+    n_test_pos: int = 4208,
+    n_test_neg: int = 3792,
+    rng: np.random.Generator,
+) -> tuple[GroupData, GroupData]:
+    """Paper 3's MEMset donor split: (train, test) with rows drawn without replacement.
+
+    ``path`` is the CSV (``split,y,seq``) or the directory holding ``memset_donor_7mer.csv.gz``.
+    Each 7-mer is one-hot encoded position by position in the paper's base order A, T, C, G:
+    28 columns, 7 groups of 4 (no intercept column; the solver handles it). y: 1 (real donor
+    site) -> +1, 0 (decoy) -> -1. Rows of each returned set are in random order.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / MEMSET_FILE
+    if not path.is_file():
+        raise DataError(f"{path}: file does not exist")
+    rows = list(csv.reader(io.StringIO(_read_text(path))))
+    if not rows or [c.strip() for c in rows[0]] != ["split", "y", "seq"]:
+        raise DataError(f"{path}: expected the header 'split,y,seq'")
+    body = rows[1:]
+    if any(len(r) != 3 for r in body):
+        raise DataError(f"{path}: every row needs exactly 3 fields")
+    cols = np.array(body, dtype=str)
+    split, lab, seq = cols[:, 0], cols[:, 1], np.char.lower(cols[:, 2])
+    if not np.isin(lab, ["0", "1"]).all() or not np.isin(split, ["train", "test"]).all():
+        raise DataError(f"{path}: split must be train/test and y must be 0/1")
+    if (np.char.str_len(seq) != 7).any():
+        raise DataError(f"{path}: every seq must have 7 bases")
+    chars = np.frombuffer("".join(seq.tolist()).encode("ascii"), dtype="S1").reshape(-1, 7)
+    onehot = chars[:, :, None] == np.array(list(MEMSET_BASES), dtype="S1")
+    if not (onehot.sum(axis=2) == 1).all():
+        raise DataError(f"{path}: seq contains letters other than a, c, g, t")
+    X_all = onehot.reshape(len(body), 28).astype(np.float64)
+    y_all = np.where(lab == "1", 1.0, -1.0)
+    groups = np.repeat(np.arange(7, dtype=np.int64), 4)
+    names = tuple(f"pos{i + 1}_{b.upper()}" for i in range(7) for b in MEMSET_BASES)
+
+    def draw(part: str, n_pos: int, n_neg: int) -> GroupData:
+        picks = []
+        for label, count in ((1.0, n_pos), (-1.0, n_neg)):
+            pool = np.flatnonzero((split == part) & (y_all == label))
+            if not 0 < count <= pool.size:
+                raise ConfigError(
+                    f"MEMset {part}: asked for {count} rows of class {label:+.0f}, "
+                    f"need 1..{pool.size}"
+                )
+            picks.append(rng.choice(pool, size=count, replace=False))
+        idx = rng.permutation(np.concatenate(picks))
+        return GroupData(
+            X=np.ascontiguousarray(X_all[idx]), y=y_all[idx], groups=groups, feature_names=names
+        ).validate(f"{path} ({part})")
+
+    return draw("train", n_train_pos, n_train_neg), draw("test", n_test_pos, n_test_neg)
+
+
+def load_adult(
+    directory: str | Path, *, intercept: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(X_train, y_train, X_test, y_test) from ``a9a.train.libsvm.gz`` / ``a9a.test.libsvm.gz``.
+
+    123 binary features (the test file never uses index 123, hence the fixed width), plus a
+    trailing column of ones if ``intercept``; labels -1/+1. Rows have 11-14 ones: divide by a
+    public bound such as sqrt(14) (or sqrt(15) with the intercept) with :func:`scale_rows`.
+    """
+    directory = Path(directory)
+    out: list[np.ndarray] = []
+    for name in ("a9a.train.libsvm.gz", "a9a.test.libsvm.gz"):
+        data = load_dataset(directory / name, fmt="libsvm", n_features=ADULT_FEATURES)
+        X = data.X
+        if intercept:
+            X = np.ascontiguousarray(np.hstack([X, np.ones((X.shape[0], 1))]))
+        out += [X, data.y]
+    return out[0], out[1], out[2], out[3]
+
+
+def load_ipums(
+    path: str | Path, *, bounds: tuple[ArrayLike, ArrayLike] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) from a user-supplied whitespace-separated file, last column the 0/1 label.
+
+    Features are min-max scaled to [0, 1] as in the ADMM paper; y is returned as -1/+1.
+    ``bounds = (lower, upper)`` (public, per column or scalar) replaces the column minima and
+    maxima, which are data-dependent and not covered by any DP guarantee; values outside the
+    bounds are clipped. Constant columns (upper == lower) become 0.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file does not exist")
+    try:
+        data = np.loadtxt(path, dtype=np.float64, ndmin=2)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise DataError(
+            f"{path}: not a whitespace-separated numeric table ({_one_line(exc)})"
+        ) from None
+    if data.shape[0] == 0 or data.shape[1] < 2:
+        raise DataError(f"{path}: need at least one row and two columns, got {data.shape}")
+    X, y_raw = data[:, :-1], data[:, -1]
+    if not np.isfinite(data).all():
+        raise DataError(f"{path}: contains NaN or inf")
+    if not np.isin(y_raw, [0.0, 1.0]).all():
+        raise DataError(f"{path}: last column must be the 0/1 label")
+    if bounds is None:
+        lo, hi = X.min(axis=0), X.max(axis=0)
+    else:
+        lo = np.broadcast_to(np.asarray(bounds[0], dtype=np.float64), X.shape[1:])
+        hi = np.broadcast_to(np.asarray(bounds[1], dtype=np.float64), X.shape[1:])
+        if (hi < lo).any():
+            raise ConfigError("load_ipums: every upper bound must be >= its lower bound")
+    span = hi - lo
+    scaled = np.divide(X - lo, span, out=np.zeros_like(X), where=span > 0)
+    return np.ascontiguousarray(np.clip(scaled, 0.0, 1.0)), to_pm1(y_raw, source=str(path))
+
+
+def scale_rows(X: ArrayLike, bound: float) -> np.ndarray:
+    """x_i / bound, then rows with norm > 1 are shrunk to norm 1: ||x_i||_2 <= 1 for all i.
+
+    ``bound`` must be a public, data-independent constant (e.g. sqrt(14) for Adult); no norm
+    computed from the data is used to choose the scale, so the map is row-wise and its output
+    bound holds for every possible data set (what sensitivity analyses need).
+    """
+    if not np.isfinite(bound) or bound <= 0:
+        raise ConfigError(f"scale_rows: bound must be a positive finite number, got {bound}")
+    Z = np.asarray(X, dtype=np.float64) / bound
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    return np.ascontiguousarray(Z / np.maximum(norms, 1.0))

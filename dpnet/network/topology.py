@@ -1,0 +1,239 @@
+"""Communication graphs of the J machines: named builders, graph files, validation, summaries.
+
+A topology is an undirected, connected :class:`networkx.Graph` on the nodes ``0..J-1``; node
+``j`` is MPI rank ``j`` and an edge ``{i, j}`` means the two machines exchange iterates. The
+self-loops ``E_jj = 1`` of the ADMM adjacency matrix are implicit (the solver adds them), so a
+graph itself must not carry self-loops.
+
+``paper5``: the J = 5 adjacency matrix of paper 3 (Li & Zhang 2024, Table 1 "E as in section 3")
+was lost in the text extraction. We use the 5-cycle 0-1-2-3-4-0 plus the chord {0, 2}: connected,
+not complete (so that, unlike the paper's J = 10, 20 runs with E = all-ones, the J = 5 run is a
+genuinely decentralized one), with unequal degrees (3, 2, 3, 2, 2) so that per-node degree
+handling is exercised.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from dpnet.errors import TopologyError
+
+TOPOLOGY_NAMES = (
+    "paper5",
+    "ring",
+    "path",
+    "star",
+    "complete",
+    "grid",
+    "random-regular",
+    "erdos-renyi",
+    "small-world",
+)
+
+_MAX_TRIES = 100
+_FILE_SUFFIXES = (".edgelist", ".txt", ".adjlist", ".graphml", ".gml", ".json")
+
+
+def _grid_shape(n_nodes: int) -> tuple[int, int]:
+    """Rows = largest divisor of n_nodes that is <= sqrt(n_nodes); a prime gives 1 x n."""
+    rows = max(d for d in range(1, math.isqrt(n_nodes) + 1) if n_nodes % d == 0)
+    return rows, n_nodes // rows
+
+
+def _connected_draw(draw: Any, seed: int | None, what: str) -> nx.Graph:
+    """Call ``draw(seed_k)`` with seeds derived from ``seed`` until the graph is connected."""
+    rng = np.random.default_rng(seed)
+    for _ in range(_MAX_TRIES):
+        G = draw(int(rng.integers(2**31 - 1)))
+        if nx.is_connected(G):
+            return G
+    raise TopologyError(f"{what}: no connected graph in {_MAX_TRIES} seeded draws")
+
+
+def _named(spec: str, n: int, seed: int | None, degree: int, edge_prob: float | None) -> nx.Graph:
+    if spec == "paper5":
+        if n != 5:
+            raise TopologyError(f"topology 'paper5' has 5 nodes, but {n} were requested")
+        G = nx.cycle_graph(5)
+        G.add_edge(0, 2)
+        return G
+    if spec == "ring":
+        return nx.cycle_graph(n) if n >= 3 else nx.path_graph(n)
+    if spec == "path":
+        return nx.path_graph(n)
+    if spec == "star":
+        return nx.star_graph(n - 1)
+    if spec == "complete":
+        return nx.complete_graph(n)
+    if spec == "grid":
+        rows, cols = _grid_shape(n)
+        return nx.convert_node_labels_to_integers(nx.grid_2d_graph(rows, cols), ordering="sorted")
+    if spec == "random-regular":
+        if not 1 <= degree < n or (degree * n) % 2:
+            raise TopologyError(
+                f"random-regular: degree {degree} is impossible on {n} nodes "
+                "(need 1 <= degree < J and degree * J even)"
+            )
+        if degree == 1 and n > 2:
+            raise TopologyError("random-regular: degree 1 on more than 2 nodes is disconnected")
+        return _connected_draw(
+            lambda s: nx.random_regular_graph(degree, n, seed=s), seed, "random-regular"
+        )
+    if spec == "erdos-renyi":
+        p = (min(1.0, 2.0 * math.log(n) / n) if n > 1 else 1.0) if edge_prob is None else edge_prob
+        if not 0.0 < p <= 1.0:
+            raise TopologyError(f"erdos-renyi: edge probability {p} is not in (0, 1]")
+        return _connected_draw(lambda s: nx.gnp_random_graph(n, p, seed=s), seed, "erdos-renyi")
+    # small-world
+    if n < 3:
+        return nx.path_graph(n)
+    k = 4 if n >= 6 else 2
+    rng = np.random.default_rng(seed)
+    try:
+        return nx.connected_watts_strogatz_graph(
+            n, k, 0.3, tries=_MAX_TRIES, seed=int(rng.integers(2**31 - 1))
+        )
+    except nx.NetworkXError:
+        raise TopologyError(
+            f"small-world: no connected graph in {_MAX_TRIES} seeded draws"
+        ) from None
+
+
+def _read_graph_file(path: Path) -> nx.Graph:
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".edgelist", ".txt"):
+            return nx.read_edgelist(path, nodetype=str, data=False)
+        if suffix == ".adjlist":
+            return nx.read_adjlist(path, nodetype=str)
+        if suffix == ".graphml":
+            return nx.read_graphml(path)
+        if suffix == ".gml":
+            return nx.read_gml(path, label="id")
+        import json
+
+        with path.open() as fh:
+            return nx.node_link_graph(json.load(fh), edges="links")
+    except (OSError, ValueError, TypeError, KeyError, IndexError, nx.NetworkXError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TopologyError(f"cannot read graph file {path}: {msg}") from None
+
+
+def build_topology(
+    spec: str,
+    n_nodes: int,
+    *,
+    seed: int | None = 0,
+    degree: int = 3,
+    edge_prob: float | None = None,
+) -> nx.Graph:
+    """Build the graph named ``spec`` on ``n_nodes`` nodes, or read it from a graph file.
+
+    Names are :data:`TOPOLOGY_NAMES`. ``grid`` is rows x cols with rows the largest divisor of J
+    that is <= sqrt(J) (a prime J gives a 1 x J path). ``erdos-renyi`` uses edge probability
+    ``edge_prob`` (default min(1, 2 ln J / J)) and, like ``random-regular`` (degree ``degree``)
+    and ``small-world`` (Watts-Strogatz, k = 4, or 2 when J < 6, rewiring p = 0.3), is redrawn
+    from ``seed`` until connected. A file (``.edgelist``/``.txt`` "u v" lines, ``.adjlist``,
+    ``.graphml``, ``.gml``, ``.json`` node-link) is read and validated against ``n_nodes``.
+    The result is validated: connected, nodes 0..J-1, no self-loops.
+    """
+    if spec in TOPOLOGY_NAMES:
+        if n_nodes < 1:
+            raise TopologyError(f"topology {spec!r} needs at least 1 node, got {n_nodes}")
+        G = nx.Graph(_named(spec, n_nodes, seed, degree, edge_prob))
+        name = spec
+    else:
+        path = Path(spec)
+        if path.suffix.lower() not in _FILE_SUFFIXES:
+            raise TopologyError(
+                f"unknown topology {spec!r}: expected one of {', '.join(TOPOLOGY_NAMES)} "
+                f"or a graph file ({', '.join(_FILE_SUFFIXES)})"
+            )
+        if not path.is_file():
+            raise TopologyError(f"graph file {spec} does not exist")
+        G = _read_graph_file(path)
+        name = path.stem
+    G = validate_topology(G, n_nodes)
+    G.graph["name"] = name
+    return G
+
+
+def _as_node_int(node: Any) -> int:
+    if isinstance(node, (bool, np.bool_)):
+        raise ValueError(node)
+    if isinstance(node, (int, np.integer)):
+        return int(node)
+    if isinstance(node, str) and node.strip().lstrip("-").isdigit():
+        return int(node.strip())
+    raise ValueError(node)
+
+
+def validate_topology(G: nx.Graph, n_ranks: int) -> nx.Graph:
+    """Return a clean copy of ``G`` (int nodes 0..J-1) or raise :class:`TopologyError`.
+
+    Checks: undirected simple graph, node labels are integers (string integers from files are
+    converted) forming exactly ``0..J-1``, no self-loops, connected, and J == ``n_ranks``.
+    """
+    if G.is_directed():
+        raise TopologyError("graph is directed; machines exchange iterates both ways")
+    if G.is_multigraph():
+        G = nx.Graph(G)
+    try:
+        mapping = {v: _as_node_int(v) for v in G.nodes}
+    except ValueError as exc:
+        raise TopologyError(f"node label {exc.args[0]!r} is not an integer rank") from None
+    if len(set(mapping.values())) != len(mapping):
+        raise TopologyError("two node labels map to the same integer rank")
+    J = G.number_of_nodes()
+    if J == 0:
+        raise TopologyError("graph has no nodes")
+    if set(mapping.values()) != set(range(J)):
+        bad = sorted(set(mapping.values()) - set(range(J)))
+        raise TopologyError(f"graph nodes must be exactly 0..{J - 1}; found label(s) {bad[:5]}")
+    loops = [u for u, v in nx.selfloop_edges(G)]
+    if loops:
+        raise TopologyError(
+            f"graph has self-loop(s) at node(s) {sorted(mapping[u] for u in loops)}"
+        )
+    if J != n_ranks:
+        raise TopologyError(f"graph has {J} nodes but {n_ranks} MPI ranks were started")
+    if not nx.is_connected(G):
+        n_comp = nx.number_connected_components(G)
+        raise TopologyError(f"graph is not connected ({n_comp} components)")
+    clean = nx.Graph()
+    clean.add_nodes_from(range(J))
+    clean.add_edges_from((mapping[u], mapping[v]) for u, v in G.edges)
+    clean.graph["name"] = G.graph.get("name", "graph")
+    return clean
+
+
+def algebraic_connectivity(G: nx.Graph) -> float:
+    """Second-smallest eigenvalue of the Laplacian L = D - A (dense ``eigvalsh``, deterministic)."""
+    if G.number_of_nodes() < 2:
+        return 0.0
+    L = nx.laplacian_matrix(G, nodelist=sorted(G.nodes)).toarray().astype(np.float64)
+    return float(np.linalg.eigvalsh(L)[1])
+
+
+def describe_topology(G: nx.Graph) -> dict[str, Any]:
+    """JSON-ready summary: name, n_nodes, sorted edges, degrees, algebraic connectivity,
+    diameter."""
+    nodes = sorted(G.nodes)
+    return {
+        "name": G.graph.get("name", "graph"),
+        "n_nodes": len(nodes),
+        "edges": sorted([min(u, v), max(u, v)] for u, v in G.edges),
+        "degrees": [int(G.degree(v)) for v in nodes],
+        "algebraic_connectivity": algebraic_connectivity(G),
+        "diameter": int(nx.diameter(G)) if nodes else 0,
+    }
+
+
+def neighbours(G: nx.Graph, node: int) -> list[int]:
+    """Sorted neighbours of ``node`` (excluding itself)."""
+    return sorted(int(v) for v in G.neighbors(node) if v != node)
