@@ -14,9 +14,11 @@ handling is exercised.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import networkx as nx
 import numpy as np
@@ -104,22 +106,41 @@ def _named(spec: str, n: int, seed: int | None, degree: int, edge_prob: float | 
         ) from None
 
 
+def _read_edge_list(path: Path) -> nx.Graph:
+    """Strict edge list: each line (after removing '#' comments) is blank or exactly "u v"."""
+    G = nx.Graph()
+    for k, line in enumerate(path.read_text().splitlines(), start=1):
+        tokens = line.split("#", 1)[0].split()
+        if not tokens:
+            continue
+        if len(tokens) != 2:
+            raise ValueError(f"line {k}: expected 'u v', got {line.strip()!r}")
+        G.add_edge(*tokens)
+    return G
+
+
 def _read_graph_file(path: Path) -> nx.Graph:
     suffix = path.suffix.lower()
     try:
         if suffix in (".edgelist", ".txt"):
-            return nx.read_edgelist(path, nodetype=str, data=False)
+            return _read_edge_list(path)
         if suffix == ".adjlist":
             return nx.read_adjlist(path, nodetype=str)
         if suffix == ".graphml":
             return nx.read_graphml(path)
         if suffix == ".gml":
             return nx.read_gml(path, label="id")
-        import json
-
         with path.open() as fh:
             return nx.node_link_graph(json.load(fh), edges="links")
-    except (OSError, ValueError, TypeError, KeyError, IndexError, nx.NetworkXError) as exc:
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        ElementTree.ParseError,
+        nx.NetworkXError,
+    ) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise TopologyError(f"cannot read graph file {path}: {msg}") from None
 
