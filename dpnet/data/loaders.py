@@ -148,7 +148,8 @@ def _read_text(path: Path) -> str:
         if path.suffix.lower() == ".gz":
             with gzip.open(path, "rt", newline="") as fh:
                 return fh.read()
-        return path.read_text(newline="")
+        with path.open(newline="") as fh:
+            return fh.read()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: unreadable ({_one_line(exc)})") from None
 
@@ -191,7 +192,7 @@ def _load_csv(
             (i, j) for i, r in enumerate(feats) for j, c in enumerate(r) if not _is_number(c)
         )
         raise DataError(
-            f"{path}: non-numeric feature value {feats[bad]!r} in data row {bad[0] + 1}"
+            f"{path}: non-numeric feature value {str(feats[bad])!r} in data row {bad[0] + 1}"
         ) from None
     if all(_is_number(c) for c in labels):
         labels = labels.astype(np.float64)
