@@ -1,0 +1,215 @@
+"""Noise mechanisms. Each checks its parameters, draws from the given Generator and returns
+``(released_value, event)``, the event describing exactly what was released.
+
+Sensitivities are the caller's, under the caller's neighbouring relation: for a sum of terms
+clipped to norm C the sensitivity is C under add/remove-one and 2C under replace-one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from dp_accounting import dp_event
+from scipy import optimize, special
+
+from dpnet.errors import PrivacyError
+from dpnet.privacy.events import PureDpEvent
+
+ArrayOrFloat = np.ndarray | float
+
+
+def _positive(name: str, x: float) -> float:
+    x = float(x)
+    if not (math.isfinite(x) and x > 0):
+        raise PrivacyError(f"{name} must be a finite positive number, got {x}")
+    return x
+
+
+def _check_rng(rng: np.random.Generator) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise PrivacyError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+
+
+def _finite_values(value: ArrayOrFloat) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise PrivacyError("the value to privatise contains NaN or infinity")
+    return arr
+
+
+def _like_input(value: ArrayOrFloat, out: np.ndarray) -> ArrayOrFloat:
+    return float(out) if np.ndim(value) == 0 else out
+
+
+def laplace_mechanism(
+    value: ArrayOrFloat, *, l1_sensitivity: float, epsilon: float, rng: np.random.Generator
+) -> tuple[ArrayOrFloat, dp_event.DpEvent]:
+    """value + Laplace(0, b) per coordinate, b = l1_sensitivity / epsilon: epsilon-DP.
+
+    Proof: the density ratio at any output is exp((|x - f(D')|_1 - |x - f(D)|_1) / b)
+    <= exp(|f(D) - f(D')|_1 / b) <= exp(epsilon) (Dwork et al. 2006).
+    Event: ``LaplaceDpEvent(1/epsilon)`` for a scalar, ``PureDpEvent`` for a vector.
+    """
+    sens = _positive("l1_sensitivity", l1_sensitivity)
+    eps = _positive("epsilon", epsilon)
+    _check_rng(rng)
+    arr = _finite_values(value)
+    out = arr + rng.laplace(0.0, sens / eps, size=arr.shape)
+    if arr.size == 1:
+        event: dp_event.DpEvent = dp_event.LaplaceDpEvent(noise_multiplier=1.0 / eps)
+    else:
+        event = PureDpEvent(epsilon=eps, mechanism="laplace_vector", dim=int(arr.size))
+    return _like_input(value, out), event
+
+
+def gaussian_mechanism(
+    value: ArrayOrFloat,
+    *,
+    l2_sensitivity: float,
+    noise_multiplier: float,
+    rng: np.random.Generator,
+) -> tuple[ArrayOrFloat, dp_event.GaussianDpEvent]:
+    """value + N(0, sigma^2 I), sigma = noise_multiplier * l2_sensitivity.
+
+    RDP of order alpha: alpha / (2 noise_multiplier^2) (Mironov 2017, Prop. 7); (epsilon, delta)
+    from the ledger or :func:`gaussian_sigma`.
+    """
+    sens = _positive("l2_sensitivity", l2_sensitivity)
+    mult = _positive("noise_multiplier", noise_multiplier)
+    _check_rng(rng)
+    arr = _finite_values(value)
+    out = arr + rng.normal(0.0, mult * sens, size=arr.shape)
+    return _like_input(value, out), dp_event.GaussianDpEvent(noise_multiplier=mult)
+
+
+def _analytic_gaussian_delta(sigma_over_sens: float, epsilon: float) -> float:
+    """delta(s) = Phi(1/(2s) - eps s) - e^eps Phi(-1/(2s) - eps s) (Balle & Wang 2018, Thm 8)."""
+    s = sigma_over_sens
+    a = special.ndtr(1.0 / (2.0 * s) - epsilon * s)
+    b = math.exp(epsilon + special.log_ndtr(-1.0 / (2.0 * s) - epsilon * s))
+    return float(a - b)
+
+
+def gaussian_sigma(
+    epsilon: float, delta: float, l2_sensitivity: float, method: str = "analytic"
+) -> float:
+    """Noise standard deviation that makes the Gaussian mechanism (epsilon, delta)-DP.
+
+    ``analytic``: the smallest sigma, root of Balle & Wang's exact delta(sigma) (any epsilon > 0).
+    ``classic``: sqrt(2 ln(1.25/delta)) l2_sensitivity / epsilon (Dwork & Roth, Thm A.1;
+    valid only for epsilon < 1).
+    """
+    eps = _positive("epsilon", epsilon)
+    sens = _positive("l2_sensitivity", l2_sensitivity)
+    if not 0.0 < float(delta) < 1.0:
+        raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
+    if method == "classic":
+        if eps >= 1.0:
+            raise PrivacyError(f"the classic Gaussian calibration needs epsilon < 1, got {eps}")
+        return math.sqrt(2.0 * math.log(1.25 / delta)) * sens / eps
+    if method != "analytic":
+        raise PrivacyError(f"method must be 'analytic' or 'classic', got {method!r}")
+    lo, hi = 1e-3, 1.0
+    while _analytic_gaussian_delta(lo, eps) < delta:
+        lo /= 10.0
+    while _analytic_gaussian_delta(hi, eps) > delta:
+        hi *= 10.0
+    s = optimize.brentq(
+        lambda v: _analytic_gaussian_delta(v, eps) - delta, lo, hi, xtol=1e-14, rtol=1e-14
+    )
+    return float(s) * sens
+
+
+def keep_prob_from_epsilon(epsilon: float) -> float:
+    """p = e^eps / (1 + e^eps), the keep probability of binary RR with budget epsilon."""
+    return float(special.expit(_positive("epsilon", epsilon)))
+
+
+def epsilon_from_keep_prob(p: float) -> float:
+    """epsilon = ln(p / (1 - p)) for keep probability p in (0.5, 1] (inf at p = 1)."""
+    p = float(p)
+    if not 0.5 < p <= 1.0:
+        raise PrivacyError(f"keep_prob must lie in (0.5, 1], got {p}")
+    return math.inf if p == 1.0 else float(special.logit(p))
+
+
+def randomized_response(
+    labels: np.ndarray, *, keep_prob: float, rng: np.random.Generator
+) -> tuple[np.ndarray, dp_event.DpEvent]:
+    """Binary randomized response on labels in {-1, +1}: each kept w.p. p, else flipped.
+
+    Replacing one label changes the law of one output coordinate only, by the factor
+    p / (1 - p): ln(p/(1-p))-label-DP (Warner 1965). Event: ``RandomizedResponseDpEvent`` with
+    dp-accounting's noise parameter 2(1 - p) (uniform resampling w.p. 2(1 - p)), or
+    ``NonPrivateDpEvent`` when p = 1.
+    """
+    eps = epsilon_from_keep_prob(keep_prob)
+    _check_rng(rng)
+    y = np.asarray(labels)
+    if y.ndim != 1 or not np.all((y == 1) | (y == -1)):
+        raise PrivacyError("randomized_response needs a 1-d array of labels in {-1, +1}")
+    flip = rng.random(y.shape[0]) >= keep_prob
+    noisy = np.where(flip, -y, y).astype(y.dtype, copy=False)
+    if math.isinf(eps):
+        return noisy, dp_event.NonPrivateDpEvent()
+    return noisy, dp_event.RandomizedResponseDpEvent(
+        noise_parameter=2.0 * (1.0 - float(keep_prob)), num_buckets=2
+    )
+
+
+def kary_randomized_response(
+    labels: np.ndarray, *, n_classes: int, epsilon: float, rng: np.random.Generator
+) -> tuple[np.ndarray, dp_event.RandomizedResponseDpEvent]:
+    """k-ary RR on labels 0..k-1: keep w.p. e^eps/(e^eps + k - 1), else a uniform other class.
+
+    The largest likelihood ratio is e^eps: epsilon-label-DP. dp-accounting noise parameter
+    k/(e^eps + k - 1).
+    """
+    eps = _positive("epsilon", epsilon)
+    if int(n_classes) != n_classes or n_classes < 2:
+        raise PrivacyError(f"n_classes must be an integer >= 2, got {n_classes}")
+    k = int(n_classes)
+    _check_rng(rng)
+    y = np.asarray(labels)
+    if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= k)):
+        raise PrivacyError(f"kary_randomized_response needs a 1-d integer array in 0..{k - 1}")
+    keep = rng.random(y.shape[0]) < math.exp(eps) / (math.exp(eps) + k - 1)
+    shift = rng.integers(1, k, size=y.shape[0])
+    noisy = np.where(keep, y, (y + shift) % k)
+    event = dp_event.RandomizedResponseDpEvent(
+        noise_parameter=k / (math.exp(eps) + k - 1), num_buckets=k
+    )
+    return noisy, event
+
+
+def objective_perturbation_noise(
+    dim: int,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    rng: np.random.Generator,
+    jacobian_log_bound: float = 0.0,
+) -> tuple[np.ndarray, PureDpEvent]:
+    """b in R^dim with density proportional to exp(-epsilon ||b||_2 / sensitivity).
+
+    In polar coordinates the density of r = ||b|| is proportional to r^(dim-1) e^(-eps r/sens),
+    i.e. Gamma(dim, scale = sensitivity/epsilon), and the direction is uniform on the sphere.
+    If the two noise vectors producing the same minimiser differ by at most ``sensitivity``
+    the density ratio is <= e^epsilon (Chaudhuri, Monteleoni & Sarwate 2011, Thm 9); their
+    proof adds the log-ratio of the Jacobians, which the caller passes as
+    ``jacobian_log_bound`` so that the event carries the total epsilon + jacobian_log_bound.
+    """
+    eps = _positive("epsilon", epsilon)
+    sens = _positive("sensitivity", sensitivity)
+    if int(dim) != dim or dim < 1:
+        raise PrivacyError(f"dim must be a positive integer, got {dim}")
+    jac = float(jacobian_log_bound)
+    if not (math.isfinite(jac) and jac >= 0):
+        raise PrivacyError(f"jacobian_log_bound must be finite and >= 0, got {jac}")
+    _check_rng(rng)
+    direction = rng.standard_normal(int(dim))
+    direction /= np.linalg.norm(direction)
+    radius = rng.gamma(shape=int(dim), scale=sens / eps)
+    event = PureDpEvent(epsilon=eps + jac, mechanism="objective_perturbation", dim=int(dim))
+    return radius * direction, event
