@@ -275,6 +275,12 @@ def test_loader_errors(tmp_path: Path) -> None:
     csv_path.write_text("a,b,y\n1,2,0\n3,4,1\n")
     _expect(csv_path, "no column named 'z'", label_column="z")
     _expect(csv_path, "label column 5 out of range", label_column=5)
+    csv_path.write_text("1;2;0\n3;4;1\n")
+    _expect(csv_path, "\\(comma-separated\\), found 1 column")
+    csv_path.write_text("1,2,0\n3,4,1\n")
+    _expect(csv_path, "no header row, so no column named 'y'", label_column="y")
+    np.savez(npz, X=np.zeros((0, 3)), y=np.zeros(0))
+    _expect(npz, "no data rows")
     _expect(csv_path, "list: 3 group ids for 2 columns", groups="0,1,1")
     svm = tmp_path / "d.libsvm"
     svm.write_text("1 1:0.5 2:x\n")

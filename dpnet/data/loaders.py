@@ -111,6 +111,8 @@ def _finish(
         raise DataError(f"{src}: X must be 2-D, got shape {X.shape}")
     if y_raw.ndim != 1 or y_raw.shape[0] != X.shape[0]:
         raise DataError(f"{src}: y has shape {y_raw.shape}, expected ({X.shape[0]},)")
+    if X.shape[0] == 0:
+        raise DataError(f"{src}: no data rows")
     if X.dtype.kind not in "biuf":
         raise DataError(f"{src}: X is not numeric (dtype {X.dtype})")
     X = np.ascontiguousarray(X, dtype=np.float64)
@@ -171,11 +173,16 @@ def _load_csv(
         if len(r) != width:
             raise DataError(f"{path}: data row {i + 1} has {len(r)} fields, expected {width}")
     if width < 2:
-        raise DataError(f"{path}: CSV needs at least one feature column and a label column")
+        raise DataError(
+            f"{path}: CSV needs a feature column and a label column (comma-separated), "
+            f"found {width} column"
+        )
     if label_column is None:
         col = header.index("y") if header is not None and "y" in header else width - 1
     elif isinstance(label_column, str):
-        if header is None or label_column not in header:
+        if header is None:
+            raise DataError(f"{path}: no header row, so no column named {label_column!r}")
+        if label_column not in header:
             raise DataError(f"{path}: no column named {label_column!r} in the header")
         col = header.index(label_column)
     else:
