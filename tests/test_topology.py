@@ -140,6 +140,13 @@ def test_graph_file_round_trip(tmp_path: Path, suffix: str) -> None:
     assert G.graph["name"] == "mine"
 
 
+def test_json_edges_key(tmp_path: Path) -> None:
+    ref = build_topology("paper5", 5)
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(nx.node_link_data(ref, edges="edges")))
+    assert _edges(build_topology(str(path), 5)) == _edges(ref)
+
+
 def test_string_labels_are_converted() -> None:
     G = nx.Graph([("0", "1"), ("1", "2")])
     clean = validate_topology(G, 3)

@@ -131,7 +131,9 @@ def _read_graph_file(path: Path) -> nx.Graph:
         if suffix == ".gml":
             return nx.read_gml(path, label="id")
         with path.open() as fh:
-            return nx.node_link_graph(json.load(fh), edges="links")
+            data = json.load(fh)
+        # networkx < 3.6 writes the edges under "links", later versions under "edges"
+        return nx.node_link_graph(data, edges="links" if "links" in data else "edges")
     except (
         OSError,
         ValueError,
