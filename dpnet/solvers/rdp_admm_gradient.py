@@ -1,0 +1,164 @@
+"""Gradient perturbation on sampled mini-batches: ssADMM (Chen & Lee, Alg. 1) and DP-SGD.
+
+At step k a batch B_k of expected size m is drawn by the sampler (default m = round(sqrt(n))),
+and the released quantity is the noisy mean clipped gradient at the current x_k,
+
+    g~_k = (1/m) [ sum_{i in B_k} clip_C(g_i(x_k)) + N(0, sigma^2 I) ],   sigma = z Delta,
+
+with Delta = 2C (fixed-size sampling without replacement, replace-one relation) or C (Poisson
+sampling, add/remove relation). Everything else is post-processing of the released g~_k:
+
+ssADMM (linearised stochastic ADMM of Ouyang et al. 2013 on x - z = 0, unscaled dual y):
+    x_{k+1} = (x_k / eta_k + rho z_k - y_k - g~_k) / (1/eta_k + rho)
+    z_{k+1} = S_{lam/rho}(x_{k+1} + y_k / rho)
+    y_{k+1} = y_k + rho (x_{k+1} - z_{k+1});                  coef_ = z (sparse).
+DP-SGD with a proximal L1 step:
+    x_{k+1} = S_{eta_k lam}(x_k - eta_k g~_k);                 coef_ = x.
+
+eta_k = eta0 / h with h the current expected epoch (ceil(n/m) steps make one expected epoch).
+The privacy of the whole run is the composition of n_epochs * ceil(n/m) sampled Gaussians.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from dpnet.penalties.l1 import soft_threshold
+from dpnet.privacy.mechanisms import gaussian_mechanism
+from dpnet.solvers.rdp_admm_common import (
+    BatchSampler,
+    LinearClassifierMixin,
+    check_features,
+    check_int,
+    check_positive,
+    clipped_gradient_sum,
+    encode_labels,
+    get_loss,
+    objective,
+)
+from dpnet.solvers.rdp_admm_privacy import sampled_gaussian_privacy
+
+
+class _GradientPerturbationClassifier(LinearClassifierMixin):
+    """Fit loop shared by ssADMM and DP-SGD; subclasses define the update from g~."""
+
+    _method = ""
+
+    def _start(self, p: int) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _update(self, state: dict[str, np.ndarray], grad: np.ndarray, eta: float) -> None:
+        raise NotImplementedError
+
+    def _output(self, state: dict[str, np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> _GradientPerturbationClassifier:
+        """Run n_epochs expected epochs; sets coef_, classes_, privacy_, history_."""
+        lam = check_positive("lam", self.lam, allow_zero=True)
+        clip = check_positive("clip", self.clip)
+        eta0 = check_positive("eta0", self.eta0)
+        epochs = check_int("n_epochs", self.n_epochs)
+        loss = get_loss(self.loss, self.huber_h)
+        A = check_features(X, check_positive("row_bound", self.row_bound))
+        ypm, self.classes_ = encode_labels(y, A.shape[0])
+        n, p = A.shape
+        m = max(1, round(math.sqrt(n))) if self.batch_size is None else self.batch_size
+        rng = np.random.default_rng(self.random_state)
+        sampler = BatchSampler(self.sampling, n, check_int("batch_size", m), rng)
+        per_epoch = math.ceil(n / sampler.batch_size)
+        self.privacy_, self.privacy_event_ = sampled_gaussian_privacy(
+            method=self._method, sampler=sampler, steps=epochs * per_epoch, clip=clip,
+            epsilon=self.epsilon, delta=self.delta, noise_multiplier=self.noise_multiplier,
+        )
+        mult, sens = self.privacy_["noise_multiplier"], self.privacy_["l2_sensitivity"]
+        state = self._start(p)
+        history = [objective(loss, A, ypm, self._output(state), lam)]
+        for epoch in range(1, epochs + 1):
+            eta = eta0 / epoch
+            for _ in range(per_epoch):
+                idx = sampler.draw()
+                total = clipped_gradient_sum(loss, A[idx], ypm[idx], state["x"], clip)
+                if mult > 0:
+                    total, _ = gaussian_mechanism(total, l2_sensitivity=sens,
+                                                  noise_multiplier=mult, rng=rng)
+                self._update(state, total / sampler.batch_size, eta)
+            history.append(objective(loss, A, ypm, self._output(state), lam))
+        self.coef_ = self._output(state)
+        self.history_ = np.asarray(history)
+        self.n_steps_ = epochs * per_epoch
+        return self
+
+
+class SSADMMClassifier(_GradientPerturbationClassifier):
+    """Subsampling private stochastic ADMM (ssADMM) for L1-regularised classification.
+
+    Parameters: lam (L1 weight), loss ("logistic" | "huberized_hinge", width huber_h),
+    epsilon/delta (target (epsilon, delta); the noise multiplier is calibrated by RDP) or an
+    explicit noise_multiplier (0, or epsilon=None with noise_multiplier=None: no noise, not
+    private), n_epochs (expected epochs), batch_size (default round(sqrt(n))), sampling
+    ("fixed": without replacement + replace-one; "poisson": add/remove), eta0, rho, clip (C),
+    row_bound (rows must satisfy ||s_i|| <= row_bound), random_state.
+
+    After fit: coef_ (= z), classes_, privacy_ (epsilon at delta by RDP and PLD, relation,
+    accountant, noise), privacy_event_ (dp-accounting event of the run), history_ (objective on
+    the training data after each expected epoch: a diagnostic, not a private release).
+    """
+
+    _method = "ssADMM"
+
+    def __init__(self, lam: float = 1e-4, *, loss: str = "logistic", huber_h: float = 0.5,
+                 epsilon: float | None = 1.0, delta: float = 1e-8,
+                 noise_multiplier: float | None = None, n_epochs: int = 10,
+                 batch_size: int | None = None, sampling: str = "fixed", eta0: float = 1.0,
+                 rho: float = 0.25, clip: float = 1.0, row_bound: float = 1.0,
+                 random_state: int | None = None):
+        self.lam, self.loss, self.huber_h = lam, loss, huber_h
+        self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
+        self.n_epochs, self.batch_size, self.sampling = n_epochs, batch_size, sampling
+        self.eta0, self.rho, self.clip, self.row_bound = eta0, rho, clip, row_bound
+        self.random_state = random_state
+
+    def _start(self, p: int) -> dict[str, np.ndarray]:
+        check_positive("rho", self.rho)
+        return {"x": np.zeros(p), "z": np.zeros(p), "y": np.zeros(p)}
+
+    def _update(self, state: dict[str, np.ndarray], grad: np.ndarray, eta: float) -> None:
+        rho = self.rho
+        x = (state["x"] / eta + rho * state["z"] - state["y"] - grad) / (1.0 / eta + rho)
+        z = soft_threshold(x + state["y"] / rho, self.lam / rho)
+        state["y"] = state["y"] + rho * (x - z)
+        state["x"], state["z"] = x, z
+
+    def _output(self, state: dict[str, np.ndarray]) -> np.ndarray:
+        return state["z"].copy()
+
+
+class DPSGDClassifier(_GradientPerturbationClassifier):
+    """DP-SGD with a proximal L1 step, x <- S_{eta lam}(x - eta g~): same sampler and accountant
+    as :class:`SSADMMClassifier` (same parameters without rho; coef_ = x)."""
+
+    _method = "DP-SGD"
+
+    def __init__(self, lam: float = 1e-4, *, loss: str = "logistic", huber_h: float = 0.5,
+                 epsilon: float | None = 1.0, delta: float = 1e-8,
+                 noise_multiplier: float | None = None, n_epochs: int = 10,
+                 batch_size: int | None = None, sampling: str = "fixed", eta0: float = 1.0,
+                 clip: float = 1.0, row_bound: float = 1.0, random_state: int | None = None):
+        self.lam, self.loss, self.huber_h = lam, loss, huber_h
+        self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
+        self.n_epochs, self.batch_size, self.sampling = n_epochs, batch_size, sampling
+        self.eta0, self.clip, self.row_bound = eta0, clip, row_bound
+        self.random_state = random_state
+
+    def _start(self, p: int) -> dict[str, np.ndarray]:
+        return {"x": np.zeros(p)}
+
+    def _update(self, state: dict[str, np.ndarray], grad: np.ndarray, eta: float) -> None:
+        state["x"] = soft_threshold(state["x"] - eta * grad, eta * self.lam)
+
+    def _output(self, state: dict[str, np.ndarray]) -> np.ndarray:
+        return state["x"].copy()
