@@ -15,7 +15,7 @@ Zhang 2019, "Renyi DP of the sampled Gaussian mechanism", Thm 4/5).
   sum_{i>I} |C(alpha, i)| = |C(alpha - 1, I)| (the signs of (-1)^i C(alpha, i) are constant
   and sum_{i<=I} (-1)^i C(alpha,i) = (-1)^I C(alpha-1, I)), so the tail is at most
   |C(alpha-1, I)| (c0_{I+1} + c1_{I+1}). With a floating-point allowance the result is an
-  upper bound, equal to the exact value up to ~1e-12 relative when the series converges.
+  upper bound, equal to the exact value up to ~1e-10 relative when the series converges.
 Fixed-size sampling without replacement (replace-one): Wang, Balle & Kasiviswanathan 2019,
 Thm 27, with Cor. 10 interpolation at fractional orders, as implemented in dp-accounting.
 """
@@ -116,7 +116,7 @@ def _frac_log_terms(q: float, s: float, alpha: float, i: np.ndarray) -> tuple[np
 
 
 def _log_a_frac(q: float, s: float, alpha: float) -> float:
-    """Upper bound on log A_alpha for fractional alpha (exact to ~1e-12 when converged)."""
+    """Upper bound on log A_alpha for fractional alpha (exact to ~1e-10 when converged)."""
     n_terms = max(int(math.floor(alpha)) + 2, 256)
     while True:
         i = np.arange(n_terms, dtype=float)
@@ -140,7 +140,7 @@ def _log_a_frac(q: float, s: float, alpha: float) -> float:
             special.logsumexp(log_abs)
         )
         log_total = float(special.logsumexp([log_sum, log_tail, log_roundoff]))
-        small = log_tail < log_sum + math.log(1e-13 * max(abs(log_sum), 1e-300))
+        small = log_tail < log_sum + math.log(1e-11 * max(abs(log_sum), 1e-300))
         if small or n_terms >= _MAX_TERMS:
             return log_total
         n_terms *= 4
@@ -318,15 +318,17 @@ def calibrate_noise_multiplier(
         return rdp_to_epsilon(a, _rdp_steps(sampling, q, s, int(steps), n, a), delta, conversion)[0]
 
     sampled_gaussian_event(sampling, q=q, noise_multiplier=1.0, steps=steps, n=n)  # validate
-    lo, hi = 0.05, 1.0
-    while eps_at(hi) > target:
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e6:
-            raise PrivacyError(f"no noise multiplier up to 1e6 reaches epsilon {target}")
-    while eps_at(lo) <= target:
-        if lo < 1e-4:
-            return lo
-        hi, lo = lo, lo / 2.0
+    lo, hi = 0.5, 1.0
+    if eps_at(hi) > target:
+        while eps_at(hi) > target:
+            lo, hi = hi, 2.0 * hi
+            if hi > 1e6:
+                raise PrivacyError(f"no noise multiplier up to 1e6 reaches epsilon {target}")
+    else:
+        while eps_at(lo) <= target:
+            if lo < 1e-3:
+                return lo
+            hi, lo = lo, lo / 2.0
     while hi - lo > rtol * hi:
         mid = math.sqrt(lo * hi)
         lo, hi = (lo, mid) if eps_at(mid) <= target else (mid, hi)
