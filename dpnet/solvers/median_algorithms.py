@@ -103,7 +103,8 @@ def irls_fit(
     delta2 = irls_l2_sensitivity(X.shape[0], lam=lam, intercept_ridge=intercept_ridge,
                                  x_bound=x_bound)
     gtol = min(lam, intercept_ridge) * CERT_SLACK * delta2
-    theta, gnorm = newton_minimise(X, y, log_abs_loss(e), ridge=ridge, theta0=theta, gtol=gtol)
+    theta, gnorm = newton_minimise(X, y, log_abs_loss(e), ridge=ridge, theta0=theta,
+                                   gtol=min(gtol, 1e-10))
     if gnorm > gtol:
         raise DpnetError(f"IRLS: minimiser not certified (gradient {gnorm:.3g} > {gtol:.3g})")
     return theta, iters
