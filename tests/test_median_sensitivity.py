@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from dpnet.audit import max_sensitivity, replace_one_pairs
 from dpnet.losses.huber import huber_curvature, huber_derivative
 from dpnet.solvers.median_algorithms import CERT_SLACK, irls_fit
 from dpnet.solvers.median_numerics import lad_descent_direction
@@ -31,13 +32,9 @@ def _extreme_records(d: int, y_values: tuple[float, ...]) -> list[tuple[np.ndarr
 
 
 def _max_over_neighbours(statistic, X, y, candidates, norm) -> float:
-    """max ||f(D) - f(D')|| over D, D' whose last row is replaced by any two candidates."""
-    values = []
-    for x_new, y_new in candidates:
-        Xn, yn = X.copy(), y.copy()
-        Xn[-1], yn[-1] = x_new, y_new
-        values.append(statistic(Xn, yn))
-    return max(float(np.linalg.norm(a - b, ord=norm)) for a, b in itertools.combinations(values, 2))
+    """dpnet.audit.max_sensitivity over D, D' whose last row is replaced by candidates."""
+    pairs = replace_one_pairs(X, y, candidates, indices=[X.shape[0] - 1])
+    return max_sensitivity(lambda data: statistic(*data), pairs, norm)
 
 
 def _small_data(n: int, d: int, seed: int):
