@@ -1,1 +1,41 @@
-"""Privacy core: mechanisms, DP events, the per-run ledger, RDP/PLD accounting, clipping."""
+"""Privacy core: mechanisms, DP events, the per-run ledger, RDP/PLD accounting, clipping.
+
+Names are loaded lazily from the submodules (see docs/privacy.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "laplace_mechanism": "mechanisms",
+    "gaussian_mechanism": "mechanisms",
+    "gaussian_sigma": "mechanisms",
+    "randomized_response": "mechanisms",
+    "kary_randomized_response": "mechanisms",
+    "keep_prob_from_epsilon": "mechanisms",
+    "epsilon_from_keep_prob": "mechanisms",
+    "objective_perturbation_noise": "mechanisms",
+    "PureDpEvent": "events",
+    "PrivacyLedger": "ledger",
+    "DEFAULT_ORDERS": "rdp",
+    "rdp_poisson_gaussian": "rdp",
+    "rdp_fixed_size_gaussian": "rdp",
+    "rdp_to_epsilon": "rdp",
+    "epsilon_for": "rdp",
+    "calibrate_noise_multiplier": "rdp",
+    "sampled_gaussian_event": "rdp",
+    "clip_rows_l2": "clipping",
+    "clip_values": "clipping",
+    "clip_per_example": "clipping",
+    "check_row_norms": "clipping",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"dpnet.privacy.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'dpnet.privacy' has no attribute {name!r}")
