@@ -70,11 +70,18 @@ def check_features(X: ArrayLike, row_bound: float) -> np.ndarray:
 
 
 def encode_labels(y: ArrayLike, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """(labels in {-1, +1}, classes_) for exactly two classes; classes_[1] maps to +1."""
+    """(labels in {-1, +1}, classes_); classes_[1] maps to +1.
+
+    Labels within {-1, +1} or {0, 1} get those public classes even if one is absent (so
+    classes_ reveals nothing about the data); other labels must form exactly two classes.
+    """
     v = np.asarray(y)
     if v.ndim != 1 or v.shape[0] != n_rows:
         raise DataError(f"y must be 1-D with {n_rows} entries, got shape {v.shape}")
     classes = np.unique(v)
+    for public in (np.array([-1, 1]), np.array([0, 1])):
+        if np.isin(classes, public).all():
+            return np.where(v == public[1], 1.0, -1.0), public.astype(v.dtype)
     if classes.size != 2:
         raise DataError(f"y must contain exactly two classes, found {classes.size}")
     return np.where(v == classes[1], 1.0, -1.0), classes
