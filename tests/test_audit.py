@@ -113,3 +113,17 @@ def test_sensitivity_search_clipped_mean_of_labels() -> None:
     assert got == pytest.approx(2 * b / n, rel=1e-12)
     with pytest.raises(PrivacyError, match="norm"):
         max_sensitivity(lambda d: 0.0, [((X, y), (X, y))], norm=3)
+
+
+def test_lower_bound_is_valid_across_seeds() -> None:
+    # With the threshold chosen on held-out runs, P[epsilon_lower > eps] <= 1 - confidence:
+    # over 40 independent audits of an exactly eps-DP mechanism expect about 2 exceedances at
+    # most (binomial(40, 0.05) exceeds 6 with probability < 1.5%).
+    over = sum(
+        audit_epsilon(
+            laplace(1.0), 0.0, 1.0, n_trials=1000, rng=np.random.default_rng(100 + s)
+        ).epsilon_lower
+        > EPS
+        for s in range(40)
+    )
+    assert over <= 6
