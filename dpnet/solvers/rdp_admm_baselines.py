@@ -44,7 +44,9 @@ from dpnet.solvers.rdp_admm_common import (
     clipped_gradient_sum,
     encode_labels,
     get_loss,
+    linearised_x_update,
     objective,
+    zy_update,
 )
 from dpnet.solvers.rdp_admm_privacy import check_delta, gaussian_composition_privacy
 
@@ -98,7 +100,7 @@ class DPADMMClassifier(LinearClassifierMixin):
         for _ in range(iters):
             for j, rows in enumerate(shards):
                 g = clipped_gradient_sum(loss, A[rows], ypm[rows], xs[j], clip) / n
-                xs[j] = (xs[j] / eta + rho * z - ys[j] - g) / (1.0 / eta + rho)
+                xs[j] = linearised_x_update(xs[j], z, ys[j], g, eta, rho)
                 xs[j] += mult * sens * rng.standard_normal(p)
             z = soft_threshold(np.mean(xs + ys / rho, axis=0), lam / (parties * rho))
             ys += rho * (xs - z)
@@ -179,8 +181,7 @@ class ADMMObjPClassifier(LinearClassifierMixin):
             for _ in range(inner):
                 grad = (clipped_gradient_sum(loss, A, ypm, x, math.inf) + b) / n
                 x = x - step * (grad + rho * (x - centre))
-            z = soft_threshold(x + yd / rho, lam / rho)
-            yd = yd + rho * (x - z)
+            z, yd = zy_update(x, yd, rho, lam)
             history.append(objective(loss, A, ypm, z, lam))
         self.privacy_event_ = dp_event.SelfComposedDpEvent(event, iters) if private else event
         self.privacy_ = self._privacy(self.privacy_event_, eps_iter, iters, delta)

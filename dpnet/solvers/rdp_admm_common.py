@@ -22,6 +22,7 @@ from numpy.typing import ArrayLike
 from dpnet.errors import ConfigError, DataError
 from dpnet.losses.huberized_hinge import huberized_hinge_dloss, huberized_hinge_loss
 from dpnet.losses.logistic import logistic_dloss, logistic_loss
+from dpnet.penalties.l1 import soft_threshold
 
 LOSS_NAMES = ("logistic", "huberized_hinge")
 SAMPLINGS = ("fixed", "poisson")
@@ -100,6 +101,21 @@ def clipped_gradient_sum(loss: MarginLoss, X: np.ndarray, ypm: np.ndarray, w: np
     norms = np.abs(a) * np.sqrt(np.einsum("ij,ij->i", X, X))
     scale = np.minimum(1.0, clip / np.maximum(norms, np.finfo(float).tiny))
     return X.T @ (a * scale)
+
+
+def linearised_x_update(x: np.ndarray, z: np.ndarray, y: np.ndarray, grad: np.ndarray,
+                        eta: float, rho: float) -> np.ndarray:
+    """argmin_u grad^T u + y^T (u - z) + (rho/2)||u - z||^2 + ||u - x||^2 / (2 eta)
+    = (x/eta + rho z - y - grad) / (1/eta + rho)."""
+    return (x / eta + rho * z - y - grad) / (1.0 / eta + rho)
+
+
+def zy_update(x: np.ndarray, y: np.ndarray, rho: float, lam: float
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """z+ = S_{lam/rho}(x + y/rho) (argmin of lam||z||_1 - y^T z + (rho/2)||x - z||^2) and the
+    dual step y+ = y + rho (x - z+)."""
+    z = soft_threshold(x + y / rho, lam / rho)
+    return z, y + rho * (x - z)
 
 
 class BatchSampler:

@@ -37,7 +37,9 @@ from dpnet.solvers.rdp_admm_common import (
     clipped_gradient_sum,
     encode_labels,
     get_loss,
+    linearised_x_update,
     objective,
+    zy_update,
 )
 from dpnet.solvers.rdp_admm_privacy import sampled_gaussian_privacy
 
@@ -127,11 +129,8 @@ class SSADMMClassifier(_GradientPerturbationClassifier):
         return {"x": np.zeros(p), "z": np.zeros(p), "y": np.zeros(p)}
 
     def _update(self, state: dict[str, np.ndarray], grad: np.ndarray, eta: float) -> None:
-        rho = self.rho
-        x = (state["x"] / eta + rho * state["z"] - state["y"] - grad) / (1.0 / eta + rho)
-        z = soft_threshold(x + state["y"] / rho, self.lam / rho)
-        state["y"] = state["y"] + rho * (x - z)
-        state["x"], state["z"] = x, z
+        state["x"] = linearised_x_update(state["x"], state["z"], state["y"], grad, eta, self.rho)
+        state["z"], state["y"] = zy_update(state["x"], state["y"], self.rho, self.lam)
 
     def _output(self, state: dict[str, np.ndarray]) -> np.ndarray:
         return state["z"].copy()

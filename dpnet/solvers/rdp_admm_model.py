@@ -30,16 +30,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dpnet.errors import ConfigError
-from dpnet.penalties.l1 import soft_threshold
 from dpnet.solvers.rdp_admm_common import (
     LinearClassifierMixin,
+    MarginLoss,
     check_features,
     check_int,
     check_positive,
     clipped_gradient_sum,
     encode_labels,
     get_loss,
+    linearised_x_update,
     objective,
+    zy_update,
 )
 from dpnet.solvers.rdp_admm_privacy import gaussian_composition_privacy
 
@@ -50,6 +52,16 @@ def mpadmm_sensitivities(n: int, eta: float, rho: float, clip: float) -> tuple[f
     """(Delta_x, Delta_z, Delta_y) of one epoch under replace-one (module docstring)."""
     dx = 2.0 * clip * eta / (n * (1.0 + eta * rho))
     return dx, dx, rho * dx
+
+
+def mpadmm_epoch(loss: MarginLoss, X: np.ndarray, ypm: np.ndarray, x: np.ndarray,
+                 z: np.ndarray, y: np.ndarray, *, eta: float, rho: float, lam: float,
+                 clip: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One unperturbed full-batch epoch (x+, z+, y+) from the public state (x, z, y)."""
+    g = clipped_gradient_sum(loss, X, ypm, x, clip) / X.shape[0]
+    x_new = linearised_x_update(x, z, y, g, eta, rho)
+    z_new, y_new = zy_update(x_new, y, rho, lam)
+    return x_new, z_new, y_new
 
 
 class MPADMMClassifier(LinearClassifierMixin):
@@ -92,23 +104,20 @@ class MPADMMClassifier(LinearClassifierMixin):
         self.privacy_, self.privacy_event_ = gaussian_composition_privacy(
             method="mpADMM", n=n, steps=epochs, releases_per_step=k, l2_sensitivity=dx,
             epsilon=self.epsilon, delta=self.delta, noise_multiplier=self.noise_multiplier)
-        self.privacy_["perturb"] = self.perturb
+        self.privacy_.update(perturb=self.perturb, sensitivities={"x": dx, "z": dz, "y": dy})
         mult = self.privacy_["noise_multiplier"]
         rng = np.random.default_rng(self.random_state)
         x, z, yd = np.zeros(p), np.zeros(p), np.zeros(p)
         history = [objective(loss, A, ypm, z, lam)]
         for _ in range(epochs):
-            g = clipped_gradient_sum(loss, A, ypm, x, clip) / n
-            x = (x / eta + rho * z - yd - g) / (1.0 / eta + rho)
+            x, z_exact, y_exact = mpadmm_epoch(loss, A, ypm, x, z, yd, eta=eta, rho=rho,
+                                               lam=lam, clip=clip)
+            x = x + mult * dx * rng.standard_normal(p)
             if self.perturb == "x":
-                x = x + mult * dx * rng.standard_normal(p)
-                z = soft_threshold(x + yd / rho, lam / rho)
-                yd = yd + rho * (x - z)
+                z, yd = zy_update(x, yd, rho, lam)
             else:
-                z = soft_threshold(x + yd / rho, lam / rho)
-                yd = yd + rho * (x - z) + mult * dy * rng.standard_normal(p)
-                x = x + mult * dx * rng.standard_normal(p)
-                z = z + mult * dz * rng.standard_normal(p)
+                z = z_exact + mult * dz * rng.standard_normal(p)
+                yd = y_exact + mult * dy * rng.standard_normal(p)
             history.append(objective(loss, A, ypm, z, lam))
         self.coef_ = z
         self.history_ = np.asarray(history)
