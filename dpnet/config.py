@@ -1,0 +1,174 @@
+"""Command-line configuration of the main job: parsing and validation (no MPI, no data)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import asdict, dataclass
+
+from dpnet.errors import ConfigError
+from dpnet.network.topology import TOPOLOGY_NAMES
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything the main job needs to know; identical on every rank."""
+
+    topology: str = "paper5"
+    machines: int = 5
+    backend: str = "auto"
+    epsilon: float = math.inf
+    keep_prob: float | None = None
+    loss: str = "logistic"
+    lam: float = 0.05
+    group_weights: str = "ones"
+    c: float = 0.005
+    adapt_c: bool = True
+    alpha_z: float = 1.0
+    theta_solver: str = "newton"
+    beta_steps: int = 10
+    beta_step_size: float = 0.4
+    max_rounds: int = 3000
+    tol: float = 1e-9
+    seed: int | None = None
+    topology_seed: int = 0
+    data: str | None = None
+    groups: str | None = None
+    test_data: str | None = None
+    test_fraction: float = 0.25
+    n_samples: int = 2000
+    n_test: int = 1000
+    n_groups: int = 16
+    label_rule: str = "bernoulli"
+    shard_sizes: tuple[int, ...] | None = None
+    output: str | None = None
+    progress_every: int = 50
+    baselines: tuple[str, ...] = ()
+    quiet: bool = False
+
+    @property
+    def keep_probability(self) -> float:
+        """p of randomized response: the given one, or e^eps/(1+e^eps); 1 when eps = inf."""
+        if self.keep_prob is not None:
+            return self.keep_prob
+        if math.isinf(self.epsilon):
+            return 1.0
+        return math.exp(self.epsilon) / (1.0 + math.exp(self.epsilon))
+
+    @property
+    def label_epsilon(self) -> float:
+        p = self.keep_probability
+        return math.inf if p == 1.0 else math.log(p / (1.0 - p))
+
+    def validate(self) -> RunConfig:
+        if self.keep_prob is not None and not math.isinf(self.epsilon):
+            raise ConfigError("give either --epsilon or --keep-prob, not both")
+        if not (self.epsilon > 0):
+            raise ConfigError(f"--epsilon must be > 0 (inf for no privacy), got {self.epsilon}")
+        if self.keep_prob is not None and not (0.5 < self.keep_prob < 1.0):
+            raise ConfigError(f"--keep-prob must lie in (0.5, 1), got {self.keep_prob}")
+        checks = [
+            (self.lam > 0, f"--lam must be > 0, got {self.lam}"),
+            (self.c > 0, f"--c must be > 0, got {self.c}"),
+            (0 < self.alpha_z <= 1, f"--alpha-z must lie in (0, 1], got {self.alpha_z}"),
+            (self.max_rounds >= 1, f"--max-rounds must be >= 1, got {self.max_rounds}"),
+            (self.tol > 0, f"--tol must be > 0, got {self.tol}"),
+            (self.machines >= 1, f"--machines must be >= 1, got {self.machines}"),
+            (self.n_samples >= 2, f"--n-samples must be >= 2, got {self.n_samples}"),
+            (self.n_test >= 0, f"--n-test must be >= 0, got {self.n_test}"),
+            (0 <= self.test_fraction < 1, "--test-fraction must lie in [0, 1)"),
+            (self.beta_steps >= 1, "--beta-steps must be >= 1"),
+            (self.beta_step_size > 0, "--beta-step-size must be > 0"),
+            (self.progress_every >= 0, "--progress-every must be >= 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        for name in self.baselines:
+            if name not in BASELINES:
+                raise ConfigError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
+        return self
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out["epsilon"] = None if math.isinf(self.epsilon) else self.epsilon
+        return out
+
+
+BASELINES = ("median", "rdp-admm")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, no usage wall
+        raise ConfigError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m dpnet.run",
+        description="Decentralized, label-private group-lasso logistic regression: every MPI "
+        "rank is one machine of a graph; it applies randomized response to its own labels and "
+        "talks only to its graph neighbours.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g = p.add_argument_group("network")
+    g.add_argument("--topology", default="paper5",
+                   help=f"graph name ({', '.join(TOPOLOGY_NAMES)}) or a graph file")
+    g.add_argument("--topology-seed", type=int, default=0, help="seed of random graph families")
+    g.add_argument("--backend", choices=("auto", "mpi", "inprocess"), default="auto",
+                   help="auto: MPI under mpiexec, otherwise all machines in this process")
+    g.add_argument("--machines", type=int, default=5, help="J for the in-process backend")
+    g = p.add_argument_group("privacy (randomized response on labels, per machine)")
+    g.add_argument("--epsilon", type=float, default=math.inf,
+                   help="label-DP budget per machine; inf = no privacy")
+    g.add_argument("--keep-prob", type=float, default=None,
+                   help="RR keep probability p in (0.5, 1); epsilon = ln(p/(1-p))")
+    g.add_argument("--loss", choices=("logistic", "unbiased"), default="logistic",
+                   help="unbiased: Natarajan et al. loss corrected for the known flip rate")
+    g = p.add_argument_group("model and solver")
+    g.add_argument("--lam", type=float, default=0.05, help="lambda in (lambda/2) sum_g w_g||b_g||")
+    g.add_argument("--group-weights", choices=("ones", "sqrt-size"), default="ones")
+    g.add_argument("--c", type=float, default=0.005, help="ADMM penalty c (initial value)")
+    g.add_argument("--no-adapt-c", dest="adapt_c", action="store_false",
+                   help="keep c fixed (default: network-wide residual balancing)")
+    g.add_argument("--alpha-z", type=float, default=1.0, help="Z step size (1 = exact prox)")
+    g.add_argument("--theta-solver", choices=("newton", "gradient"), default="newton")
+    g.add_argument("--beta-steps", type=int, default=10, help="U, gradient theta solver only")
+    g.add_argument("--beta-step-size", type=float, default=0.4, help="alpha_beta, gradient only")
+    g.add_argument("--max-rounds", type=int, default=3000)
+    g.add_argument("--tol", type=float, default=1e-9,
+                   help="stop when every machine's residual / max(1, ||theta||) is below tol")
+    g = p.add_argument_group("data")
+    g.add_argument("--data", default=None, help="npz / csv / libsvm file (default: synthetic)")
+    g.add_argument("--groups", default=None,
+                   help="'size:K', comma-separated ids, or a file with one id per column")
+    g.add_argument("--test-data", default=None, help="held-out file (default: split --data)")
+    g.add_argument("--test-fraction", type=float, default=0.25)
+    g.add_argument("--n-samples", type=int, default=2000, help="synthetic training rows")
+    g.add_argument("--n-test", type=int, default=1000, help="synthetic test rows")
+    g.add_argument("--n-groups", type=int, default=16, help="synthetic groups (>= 6)")
+    g.add_argument("--label-rule", choices=("bernoulli", "threshold"), default="bernoulli")
+    g.add_argument("--shard-sizes", default=None, help="comma-separated rows per machine")
+    g = p.add_argument_group("run")
+    g.add_argument("--seed", type=int, default=None,
+                   help="run seed (reproducible; whoever knows it can undo the RR). Default: "
+                   "every machine draws its own OS entropy")
+    g.add_argument("--output", default=None, help="results JSON file (written by rank 0)")
+    g.add_argument("--progress-every", type=int, default=50, help="rounds between progress lines")
+    g.add_argument("--baselines", default="",
+                   help=f"comma-separated rank-0 baselines to run too: {', '.join(BASELINES)}")
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def parse_config(argv: list[str] | None = None) -> RunConfig:
+    """Parse and validate command-line arguments; ConfigError with one line on bad input."""
+    ns = build_parser().parse_args(argv)
+    values = vars(ns)
+    if values["shard_sizes"]:
+        try:
+            values["shard_sizes"] = tuple(int(s) for s in values["shard_sizes"].split(","))
+        except ValueError:
+            raise ConfigError("--shard-sizes must be comma-separated integers") from None
+    values["baselines"] = tuple(b for b in values["baselines"].split(",") if b)
+    return RunConfig(**values).validate()

@@ -1,0 +1,179 @@
+r"""Pure-numpy steps of the decentralized group-lasso logistic ADMM (paper 3, Algorithm 1).
+
+Machine j holds theta_j = (beta_j, b_j) in R^{p+1} (intercept last), an auxiliary Z_j and, for
+every i in its closed neighbourhood Nbar_j = N_j + {j} (d_j = |Nbar_j|), two dual copies:
+
+- ``v_out[i]`` = V_{ji}, the multiplier of Z_j = theta_i  (used in j's Z step),
+- ``v_in[i]``  = V_{ij}, the multiplier of Z_i = theta_j  (used in j's theta step).
+
+With f_j(theta) = (1/n) sum_{local} log(1 + exp(-y x~^T theta)) and h(Z) = (lam/(2J)) sum_g w_g
+||Z_g|| (the intercept coordinate unpenalised), one round is
+
+    Z_j     <- argmin h(Z) + (c/2) sum_{i in Nbar_j} ||Z - theta_i + V_ji/c||^2
+             = S(u_j; lam w/(2J)) / (c d_j),  u_j = sum_i (c theta_i - V_ji)  (block soft-threshold)
+    theta_j <- argmin f_j(theta) + (c d_j/2) ||theta - m_j||^2,  m_j = mean_i (Z_i + V_ij/c)
+    V_ji    += c (Z_j - theta_i),   V_ij += c (Z_i - theta_j)
+
+Both copies of every multiplier are updated from the same two numbers on the two machines that
+hold them, so they stay bitwise equal without a third exchange. See docs/algorithms.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from dpnet.losses.logistic import logistic_loss
+from dpnet.penalties.group import block_soft_threshold
+
+
+@dataclass(frozen=True)
+class GroupStructure:
+    """Groups of the p penalised columns (CSR) and their thresholds lam * w_g / (2J)."""
+
+    grp_ptr: np.ndarray
+    grp_indices: np.ndarray
+    thresholds: np.ndarray
+
+
+@dataclass(frozen=True)
+class MarginLoss:
+    """A loss of the margin m = y z, with its derivative and curvature in m.
+
+    ``logistic``: l(m) = log(1 + e^-m). ``unbiased`` (Natarajan et al. 2013) for labels that
+    randomized response kept with probability p:
+    l_u(m) = [p l(m) - (1-p) l(-m)] / (2p - 1), whose expectation over the flip is the clean
+    loss. Since l''(m) = l''(-m), l_u'' = l'' >= 0: the corrected loss stays convex.
+    """
+
+    kind: str = "logistic"
+    keep_prob: float = 1.0
+
+    def value(self, m: np.ndarray) -> np.ndarray:
+        if self.kind == "logistic" or self.keep_prob == 1.0:
+            return logistic_loss(m)
+        p = self.keep_prob
+        return (p * logistic_loss(m) - (1 - p) * logistic_loss(-m)) / (2 * p - 1)
+
+    def derivative(self, m: np.ndarray) -> np.ndarray:
+        s = expit(-m)
+        if self.kind == "logistic" or self.keep_prob == 1.0:
+            return -s
+        p = self.keep_prob
+        return -(p * s + (1 - p) * (1 - s)) / (2 * p - 1)
+
+    @staticmethod
+    def curvature(m: np.ndarray) -> np.ndarray:
+        s = expit(-m)
+        return s * (1.0 - s)
+
+
+@dataclass(frozen=True)
+class LocalData:
+    """One machine's shard: design with a ones column appended, labels in {-1, +1}."""
+
+    X_aug: np.ndarray
+    y: np.ndarray
+    n_total: int
+    loss: MarginLoss = MarginLoss()
+
+    @property
+    def n_features(self) -> int:
+        return self.X_aug.shape[1] - 1
+
+
+def z_update(theta_nbhd: np.ndarray, v_out: np.ndarray, z_prev: np.ndarray, c: float,
+             groups: GroupStructure, alpha_z: float = 1.0) -> np.ndarray:
+    """Z step: exact group soft-threshold target, approached with step ``alpha_z`` (1 = exact)."""
+    d = theta_nbhd.shape[0]
+    u = (c * theta_nbhd - v_out).sum(axis=0)
+    target = np.empty_like(u)
+    target[:-1] = block_soft_threshold(u[:-1], groups.thresholds, groups.grp_ptr,
+                                       groups.grp_indices)
+    target[-1] = u[-1]
+    target /= c * d
+    if alpha_z == 1.0:
+        return target
+    return z_prev + alpha_z * (target - z_prev)
+
+
+def local_objective(data: LocalData, theta: np.ndarray) -> float:
+    """f_j(theta) = (1/n) sum over the shard of log(1 + exp(-y x~^T theta))."""
+    return float(data.loss.value(data.y * (data.X_aug @ theta)).sum() / data.n_total)
+
+
+def _prox_center(z_nbhd: np.ndarray, v_in: np.ndarray, c: float) -> np.ndarray:
+    return (z_nbhd + v_in / c).mean(axis=0)
+
+
+def theta_update_newton(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
+                        theta_prev: np.ndarray, c: float, *, tol: float = 1e-12,
+                        max_iter: int = 50) -> np.ndarray:
+    """theta step solved to ``tol`` (gradient norm) by damped Newton from ``theta_prev``.
+
+    The subproblem is smooth and (c d_j)-strongly convex; Armijo backtracking on the exact
+    objective makes every step a descent step.
+    """
+    d = z_nbhd.shape[0]
+    m = _prox_center(z_nbhd, v_in, c)
+    rho = c * d
+    X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
+    theta = theta_prev.copy()
+
+    def value(t: np.ndarray) -> float:
+        return inv_n * loss.value(y * (X @ t)).sum() + 0.5 * rho * np.dot(t - m, t - m)
+
+    f = value(theta)
+    for _ in range(max_iter):
+        margin = y * (X @ theta)
+        grad = X.T @ (inv_n * y * loss.derivative(margin)) + rho * (theta - m)
+        if np.linalg.norm(grad) <= tol:
+            break
+        hess = (X.T * (inv_n * loss.curvature(margin))) @ X
+        hess[np.diag_indices_from(hess)] += rho
+        step = np.linalg.solve(hess, grad)
+        slope = grad @ step
+        t = 1.0
+        while True:
+            cand = theta - t * step
+            f_cand = value(cand)
+            if f_cand <= f - 1e-4 * t * slope or t < 1e-10:
+                break
+            t *= 0.5
+        if f - f_cand <= 1e-16 * max(1.0, abs(f)) and t < 1.0:
+            theta = cand
+            break
+        theta, f = cand, f_cand
+    return theta
+
+
+def theta_update_gradient(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
+                          theta_prev: np.ndarray, c: float, *, n_steps: int,
+                          step_size: float) -> np.ndarray:
+    """The paper's theta step: ``n_steps`` (U) gradient steps of size ``step_size`` (alpha_beta)."""
+    d = z_nbhd.shape[0]
+    m = _prox_center(z_nbhd, v_in, c)
+    rho = c * d
+    X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
+    theta = theta_prev.copy()
+    for _ in range(n_steps):
+        margin = y * (X @ theta)
+        theta -= step_size * (X.T @ (inv_n * y * loss.derivative(margin)) + rho * (theta - m))
+    return theta
+
+
+def dual_update(v_out: np.ndarray, v_in: np.ndarray, z_own: np.ndarray, z_nbhd: np.ndarray,
+                theta_own: np.ndarray, theta_nbhd: np.ndarray, c: float) -> None:
+    """In place: V_ji += c (Z_j - theta_i) and V_ij += c (Z_i - theta_j) for i in Nbar_j."""
+    v_out += c * (z_own[None, :] - theta_nbhd)
+    v_in += c * (z_nbhd - theta_own[None, :])
+
+
+def residuals(z_own: np.ndarray, z_prev: np.ndarray, theta_nbhd: np.ndarray,
+              c: float) -> tuple[float, float]:
+    """Local primal max_i ||Z_j - theta_i|| and dual c sqrt(d_j) ||Z_j - Z_j^prev||."""
+    primal = float(np.sqrt(((z_own[None, :] - theta_nbhd) ** 2).sum(axis=1)).max())
+    dual = float(c * np.sqrt(theta_nbhd.shape[0]) * np.linalg.norm(z_own - z_prev))
+    return primal, dual

@@ -1,0 +1,154 @@
+"""``python -m dpnet.run``: the one place that picks the backend and wires the main job.
+
+Under ``mpiexec -n J`` every rank is one machine (MPI backend); run without mpiexec, all J
+machines run as threads of this process (in-process backend, same numerics, same results).
+Bad input gives one line from rank 0 and exit code 2 on every rank; an exception on any rank
+during the rounds aborts the whole job (exit code 1).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import networkx as nx
+
+from dpnet.config import RunConfig, parse_config
+from dpnet.errors import DpnetError
+from dpnet.job import (
+    build_report,
+    machine_main,
+    make_shards,
+    prepare_problem,
+    print_progress,
+    summary_lines,
+    write_json_atomic,
+)
+from dpnet.network.topology import build_topology, describe_topology, validate_topology
+from dpnet.privacy.ledger import PrivacyLedger
+
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+
+
+def _launcher_rank_size() -> tuple[int, int]:
+    """Rank and size announced by mpiexec in the environment (0, 1 when not launched)."""
+    rank = next((int(os.environ[v]) for v in _RANK_VARS if v in os.environ), 0)
+    size = next((int(os.environ[v]) for v in _SIZE_VARS if v in os.environ), 1)
+    return rank, size
+
+
+def _fail(message: str, rank: int) -> int:
+    if rank == 0:
+        print(f"dpnet: error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def run_baselines(config: RunConfig) -> dict[str, Any]:
+    """Rank 0's single-node baselines, each on its own synthetic data with its own ledger."""
+    out: dict[str, Any] = {}
+    seed = 0 if config.seed is None else config.seed
+    eps = 1.0 if config.label_epsilon == float("inf") else config.label_epsilon
+    if "median" in config.baselines:
+        from dpnet.solvers.median import run_median_baselines
+
+        ledger = PrivacyLedger()
+        out["median"] = run_median_baselines(epsilon=eps, seed=seed, ledger=ledger)
+        out["median"]["ledger"] = ledger.to_dict()
+    if "rdp-admm" in config.baselines:
+        from dpnet.solvers.rdp_admm import run_rdp_admm_baselines
+
+        ledger = PrivacyLedger(delta=1e-8)
+        out["rdp-admm"] = run_rdp_admm_baselines(epsilon=eps, delta=1e-8, seed=seed,
+                                                 ledger=ledger)
+        out["rdp-admm"]["ledger"] = ledger.to_dict()
+    return out
+
+
+def _finish(config: RunConfig, graph: nx.Graph, problem: Any, outcomes: list[Any],
+            wall: float, backend: str) -> None:
+    baselines = run_baselines(config) if config.baselines else None
+    report = build_report(config, graph, describe_topology(graph), problem, outcomes, wall,
+                          backend, baselines)
+    if config.output:
+        write_json_atomic(config.output, report)
+    if not config.quiet or config.output is None:
+        print("\n".join(summary_lines(report)), flush=True)
+        if config.output:
+            print(f"  results written to {config.output}", flush=True)
+
+
+def _progress(config: RunConfig) -> Any:
+    return None if config.quiet or not config.progress_every else print_progress
+
+
+def run_inprocess(config: RunConfig) -> int:
+    from dpnet.network.inprocess import run_in_process
+
+    start = time.perf_counter()
+    try:
+        graph = build_topology(config.topology, config.machines, seed=config.topology_seed)
+        graph = validate_topology(graph, graph.number_of_nodes())
+        problem = prepare_problem(config, graph.number_of_nodes())
+    except DpnetError as exc:
+        return _fail(str(exc), 0)
+    shards = make_shards(problem)
+    diameter = nx.diameter(graph)
+    outcomes = run_in_process(graph, lambda comm: machine_main(
+        comm, shards[comm.rank], config, diameter, _progress(config)))
+    _finish(config, graph, problem, outcomes, time.perf_counter() - start, "inprocess")
+    return 0
+
+
+def run_mpi(config: RunConfig) -> int:
+    from dpnet.network import mpi_comm
+
+    mpi_comm.install_abort_hook()
+    setup = mpi_comm.MPISetup()
+    start = time.perf_counter()
+    graph = problem = shards = None
+    error = None
+    try:
+        graph = validate_topology(
+            build_topology(config.topology, setup.size, seed=config.topology_seed), setup.size)
+    except DpnetError as exc:
+        error = str(exc)
+    if (error := setup.agree(error)) is not None:
+        return _fail(error, setup.rank)
+    if setup.rank == 0:
+        try:
+            problem = prepare_problem(config, setup.size)
+            shards = make_shards(problem)
+        except DpnetError as exc:
+            error = str(exc)
+    if (error := setup.agree(error)) is not None:
+        return _fail(error, setup.rank)
+    shard = setup.scatter_from_root(shards)
+    comm = mpi_comm.MPICommunicator(graph)
+    outcome = machine_main(comm, shard, config, nx.diameter(graph), _progress(config))
+    outcomes = comm.gather_to_root(outcome)
+    if setup.rank == 0:
+        _finish(config, graph, problem, outcomes, time.perf_counter() - start, "mpi")
+    comm.free()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    launcher_rank, launcher_size = _launcher_rank_size()
+    try:
+        config = parse_config(argv)
+    except DpnetError as exc:
+        return _fail(str(exc), launcher_rank)
+    use_mpi = config.backend == "mpi" or (config.backend == "auto" and launcher_size > 1)
+    if use_mpi:
+        return run_mpi(config)
+    try:
+        return run_inprocess(config)
+    except DpnetError as exc:
+        return _fail(str(exc), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
