@@ -1,0 +1,122 @@
+"""DPMedianRegressor: conventions, privacy accounting, accuracy trends, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dpnet.errors import ConfigError, DataError, PrivacyError
+from dpnet.privacy.ledger import PrivacyLedger
+from dpnet.solvers.median import (
+    PAPER_PARAMS,
+    DPMedianRegressor,
+    run_median_baselines,
+    simulate_median_data,
+)
+from dpnet.solvers.median_numerics import exact_lad
+
+
+@pytest.fixture(scope="module")
+def data():
+    return simulate_median_data(3000, rng=np.random.default_rng(11))
+
+
+def test_init_stores_params_and_fit_returns_self(data):
+    est = DPMedianRegressor(method="irls", epsilon=2.0, lam=0.01, random_state=0)
+    assert (est.method, est.epsilon, est.lam, est.random_state) == ("irls", 2.0, 0.01, 0)
+    assert not hasattr(est, "coef_")
+    X, y = data
+    assert est.fit(X, y) is est
+    assert est.coef_.shape == (3,)
+    np.testing.assert_allclose(est.predict(X[:5]), est.intercept_ + X[:5] @ est.coef_)
+
+
+def test_exact_method_matches_lp_and_is_recorded_non_private(data):
+    X, y = data
+    est = DPMedianRegressor(method="exact", lam=0.0).fit(X, y)
+    np.testing.assert_allclose(np.r_[est.intercept_, est.coef_], exact_lad(X, y, 0.0))
+    assert est.privacy_["total"]["pure_epsilon"] == "inf"
+
+
+@pytest.mark.parametrize("method, extra", [("objective", {}), ("irls", {}),
+                                           ("coordinate", {"y_bound": 10.0}),
+                                           ("coordinate", {"y_bound": 10.0, "init": "private"})])
+def test_privacy_spent_is_epsilon(data, method, extra):
+    X, y = data
+    ledger = PrivacyLedger()
+    est = DPMedianRegressor(method=method, epsilon=0.7, random_state=1, **extra)
+    est.fit(X, y, ledger=ledger)
+    assert ledger.pure_epsilon() == pytest.approx(0.7)
+    assert est.privacy_["total"]["pure_epsilon"] == pytest.approx(0.7)
+    assert est.privacy_["relation"] == "replace_one"
+
+
+def _mean_error(method, n, eps, seeds=range(4), **kw):
+    X, y = simulate_median_data(n, rng=np.random.default_rng(n))
+    ref = exact_lad(X, np.clip(y, -10, 10), PAPER_PARAMS["lam"])
+    errs = []
+    for s in seeds:
+        est = DPMedianRegressor(method=method, epsilon=eps, random_state=s,
+                                **{**PAPER_PARAMS, **kw}).fit(X, y)
+        errs.append(np.linalg.norm(np.r_[est.intercept_, est.coef_] - ref))
+    return float(np.mean(errs))
+
+
+@pytest.mark.parametrize("method, kw", [("objective", {}), ("irls", {}),
+                                        ("coordinate", {"step": 10.0})])
+def test_error_falls_with_n_and_epsilon(method, kw):
+    small_n, big_n = 2000, 40_000
+    e_small = _mean_error(method, small_n, 0.5, **kw)
+    e_big = _mean_error(method, big_n, 0.5, **kw)
+    e_big_eps = _mean_error(method, big_n, 2.0, **kw)
+    assert e_big < 0.5 * e_small
+    assert e_big_eps < e_big
+
+
+def test_run_median_baselines_is_json_and_records_releases():
+    ledger = PrivacyLedger()
+    out = run_median_baselines(epsilon=1.0, seed=3, n_samples=2000, ledger=ledger)
+    json.dumps(out)
+    assert set(out["methods"]) == {"exact", "objective", "irls", "coordinate"}
+    assert len(ledger.releases) == 3 and all(r.machine is None for r in ledger.releases)
+    assert ledger.pure_epsilon() == pytest.approx(3.0) == out["pure_epsilon_spent"]
+    assert out["methods"]["objective"]["l2_error_vs_exact"] < 2.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, X, y, error",
+    [
+        ({}, [[np.nan, 0.0], [0.1, 0.2]], [1.0, 2.0], DataError),
+        ({}, [[0.0, 0.1], [0.1, 0.2]], [[1.0], [2.0]], DataError),
+        ({}, [[0.0, 0.1], [0.1, 0.2]], [1.0, 2.0, 3.0], DataError),
+        ({}, [0.0, 0.1], [1.0, 2.0], DataError),
+        ({"epsilon": 0.0}, None, None, PrivacyError),
+        ({"epsilon": -1.0}, None, None, PrivacyError),
+        ({"gamma": 0.0}, None, None, ConfigError),
+        ({"gamma": -0.1}, None, None, ConfigError),
+        ({"x_bound": 0.0}, None, None, ConfigError),
+        ({"y_bound": -2.0}, None, None, ConfigError),
+        ({"method": "median"}, None, None, ConfigError),
+        ({"method": "irls", "e": 0.0}, None, None, ConfigError),
+        ({"method": "irls", "lam": 0.0}, None, None, ConfigError),
+        ({"method": "coordinate"}, None, None, ConfigError),  # no y_bound
+        ({"method": "coordinate", "y_bound": 5.0, "n_splits": 0}, None, None, ConfigError),
+        ({"method": "coordinate", "y_bound": 5.0, "init": np.zeros(2)}, None, None, ConfigError),
+    ],
+)
+def test_bad_input_raises_clear_errors(data, kwargs, X, y, error):
+    X = data[0][:50] if X is None else X
+    y = data[1][:50] if y is None else y
+    with pytest.raises(error):
+        DPMedianRegressor(**kwargs).fit(X, y)
+
+
+def test_predict_before_fit_and_wrong_width():
+    with pytest.raises(ConfigError):
+        DPMedianRegressor().predict(np.zeros((2, 3)))
+    est = DPMedianRegressor(method="exact", lam=0.0).fit(*simulate_median_data(
+        100, rng=np.random.default_rng(0)))
+    with pytest.raises(DataError):
+        est.predict(np.zeros((2, 4)))
