@@ -1,0 +1,111 @@
+"""Every bad input gives one line naming the problem and exit code 2 (in-process backend)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dpnet.run import main
+from tests.launch import run_job
+
+
+def _npz(path, X, y, groups=None):
+    arrays = {"X": X, "y": y} | ({} if groups is None else {"groups": groups})
+    np.savez(path, **arrays)
+    return str(path)
+
+
+@pytest.fixture
+def good(tmp_path):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((50, 6)), np.where(rng.random(50) < 0.5, 1.0, -1.0)
+
+
+def _error(capsys, argv):
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("dpnet: error: ")
+    return err[0]
+
+
+def test_unknown_topology(capsys):
+    assert "hypercube-9" in _error(capsys, ["--topology", "hypercube-9"])
+
+
+def test_disconnected_graph_file(capsys, tmp_path):
+    f = tmp_path / "two.edgelist"
+    f.write_text("0 1\n1 2\n3 4\n")
+    assert "connected" in _error(capsys, ["--topology", str(f)])
+
+
+def test_missing_data_file(capsys, tmp_path):
+    assert "missing.npz" in _error(capsys, ["--data", str(tmp_path / "missing.npz")])
+
+
+def test_malformed_data_file(capsys, tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text("a,b,y\n1,2,1\n3,oops,0\n")
+    assert "bad.csv" in _error(capsys, ["--data", str(f)])
+
+
+def test_nan_in_data(capsys, tmp_path, good):
+    X, y = good
+    X[3, 2] = np.nan
+    assert "NaN or inf" in _error(capsys, ["--data", _npz(tmp_path / "nan.npz", X, y)])
+    X[3, 2] = np.inf
+    assert "NaN or inf" in _error(capsys, ["--data", _npz(tmp_path / "inf.npz", X, y)])
+
+
+def test_labels_not_two_classes(capsys, tmp_path, good):
+    X, _ = good
+    y = np.arange(50) % 3
+    assert "class" in _error(capsys, ["--data", _npz(tmp_path / "three.npz", X, y)])
+
+
+def test_groups_not_covering_the_columns(capsys, tmp_path, good):
+    X, y = good
+    msg = _error(capsys, ["--data", _npz(tmp_path / "g.npz", X, y), "--groups", "0,0,1,1"])
+    assert "group" in msg
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--epsilon", "0"], "--epsilon"),
+    (["--epsilon", "-2"], "--epsilon"),
+    (["--keep-prob", "0.5"], "--keep-prob"),
+    (["--keep-prob", "1.2"], "--keep-prob"),
+    (["--lam", "-1"], "--lam"),
+    (["--max-rounds", "0"], "--max-rounds"),
+    (["--baselines", "svm"], "svm"),
+    (["--epsilon", "1", "--keep-prob", "0.7"], "either"),
+    (["--no-such-option"], "no-such-option"),
+])
+def test_bad_options(capsys, argv, needle):
+    assert needle in _error(capsys, argv)
+
+
+def test_exit_code_and_no_traceback_from_the_command_line(tmp_path):
+    res = run_job(["--epsilon", "0"], timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip() == "dpnet: error: --epsilon must be > 0 (inf for no privacy), got 0.0"
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_results_file_is_complete(tmp_path):
+    out = tmp_path / "sub" / "r.json"
+    assert main(["--n-samples", "400", "--epsilon", "1", "--seed", "2", "--quiet",
+                 "--output", str(out), "--topology", "star", "--machines", "4"]) == 0
+    report = json.loads(out.read_text())
+    for key in ("config", "seed", "topology", "privacy", "machines", "rounds", "stop_reason",
+                "objective", "max_consensus_gap", "test_accuracy", "selected_groups", "coef",
+                "intercept", "timing"):
+        assert key in report
+    topo = report["topology"]
+    assert topo["n_nodes"] == 4 and topo["diameter"] == 2
+    assert topo["algebraic_connectivity"] == pytest.approx(1.0)
+    assert len(report["machines"]) == 4
+    assert all(m["bytes_sent"] > 0 and m["messages_sent"] > 0 for m in report["machines"])
+    assert sum(m["rows"] for m in report["machines"]) == 400
+    assert list(tmp_path.joinpath("sub").iterdir()) == [out]  # no temporary file left behind

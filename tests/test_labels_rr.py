@@ -1,0 +1,73 @@
+"""Randomized response inside the main job: flip rate, independent machine streams, epsilon."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpnet.config import RunConfig
+from dpnet.data.synthetic import make_group_logistic
+from dpnet.estimators import DecentralizedGroupLassoLogistic
+from dpnet.job import machine_rng
+from dpnet.privacy.mechanisms import randomized_response
+
+
+def test_machine_streams_differ_and_are_reproducible():
+    draws = [machine_rng(123, j, 8).random(64) for j in range(8)]
+    for i in range(8):
+        for j in range(i + 1, 8):
+            assert not np.array_equal(draws[i], draws[j])
+    assert np.array_equal(draws[3], machine_rng(123, 3, 8).random(64))
+    # without a seed each machine draws fresh OS entropy
+    assert not np.array_equal(machine_rng(None, 0, 8).random(8), machine_rng(None, 0, 8).random(8))
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])
+def test_each_machine_flips_with_probability_one_minus_p(epsilon):
+    p = math.exp(epsilon) / (1 + math.exp(epsilon))
+    n = 20_000
+    y = np.where(np.arange(n) % 3 == 0, 1.0, -1.0)
+    flips = []
+    for j in range(5):
+        noisy, _ = randomized_response(y, keep_prob=p, rng=machine_rng(5, j, 5))
+        k = int(np.count_nonzero(noisy != y))
+        assert stats.binomtest(k, n, 1 - p).pvalue > 1e-3
+        # flips are label-independent: same rate among +1 and -1 labels
+        pos = y == 1
+        rate_pos = np.mean(noisy[pos] != y[pos])
+        rate_neg = np.mean(noisy[~pos] != y[~pos])
+        assert abs(rate_pos - rate_neg) < 4 * math.sqrt(p * (1 - p) * (1 / pos.sum()
+                                                                    + 1 / (~pos).sum()))
+        flips.append(noisy != y)
+    assert not np.array_equal(flips[0], flips[1])
+
+
+def test_reported_epsilon_and_flip_counts():
+    data = make_group_logistic(3000, rng=np.random.default_rng(0))
+    eps = 0.8
+    model = DecentralizedGroupLassoLogistic(0.15, epsilon=eps, topology="ring", n_machines=5,
+                                            random_state=4, tol=1e-6).fit(
+        data.X, data.y, data.groups)
+    privacy = model.report_["privacy"]
+    p = math.exp(eps) / (1 + math.exp(eps))
+    assert privacy["epsilon_per_machine"] == pytest.approx(eps, rel=1e-12)
+    assert privacy["keep_prob"] == pytest.approx(p, rel=1e-12)
+    assert "NOT protected" in privacy["not_protected"]
+    ledger = privacy["ledger"]
+    assert ledger["relation"] == "replace_one"
+    assert set(ledger["per_machine_pure_epsilon"]) == {"0", "1", "2", "3", "4"}
+    for value in ledger["per_machine_pure_epsilon"].values():
+        assert value == pytest.approx(eps, rel=1e-9)
+    # parallel composition over disjoint shards: the run is eps-label-DP, not 5 eps
+    assert ledger["total"]["pure_epsilon"] == pytest.approx(eps, rel=1e-9)
+    flipped = sum(m["labels_flipped"] for m in model.report_["machines"])
+    assert stats.binomtest(flipped, 3000, 1 - p).pvalue > 1e-3
+
+
+def test_keep_prob_option_and_epsilon_inf():
+    assert RunConfig(keep_prob=0.75).label_epsilon == pytest.approx(math.log(3))
+    assert RunConfig().keep_probability == 1.0
+    assert math.isinf(RunConfig().label_epsilon)
