@@ -1,0 +1,140 @@
+"""The pure-numpy ADMM steps against direct numerical minimisation of their definitions."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from dpnet.decentralized.admm import ADMMConfig, balance_penalty, run_machine
+from dpnet.decentralized.steps import (
+    GroupStructure,
+    LocalData,
+    MarginLoss,
+    dual_update,
+    theta_update_gradient,
+    theta_update_newton,
+    z_update,
+)
+from dpnet.network.inprocess import run_in_process
+from dpnet.penalties.group import groups_from_labels
+
+RNG = np.random.default_rng(42)
+LABELS = np.array([0, 0, 1, 1, 1, 2])
+PTR, IDX = groups_from_labels(LABELS)
+
+
+def _structure(thresholds):
+    return GroupStructure(PTR, IDX, np.asarray(thresholds, float))
+
+
+@pytest.mark.parametrize("thresholds", [[0.05, 0.3, 10.0], [0.0, 0.0, 0.0]])
+def test_z_update_is_the_exact_minimiser(thresholds):
+    d, dim, c = 3, 7, 0.7
+    theta_nbhd = RNG.standard_normal((d, dim))
+    v_out = RNG.standard_normal((d, dim)) * 0.1
+    z = z_update(theta_nbhd, v_out, np.zeros(dim), c, _structure(thresholds))
+
+    def objective(zz):
+        pen = sum(t * np.linalg.norm(zz[:-1][LABELS == g]) for g, t in enumerate(thresholds))
+        return pen + 0.5 * c * np.sum((zz[None] - theta_nbhd + v_out / c) ** 2)
+
+    ref = minimize(objective, z + 0.1, method="Powell",
+                   options={"xtol": 1e-12, "ftol": 1e-15, "maxiter": 200000}).x
+    assert objective(z) <= objective(ref) + 1e-10
+    assert np.allclose(z, ref, atol=1e-4)
+    if thresholds[2] == 10.0:
+        assert np.all(z[:-1][LABELS == 2] == 0.0)  # a large threshold zeroes its group
+
+
+def test_z_update_damped_step():
+    theta_nbhd = RNG.standard_normal((2, 7))
+    v_out = np.zeros((2, 7))
+    z0 = RNG.standard_normal(7)
+    exact = z_update(theta_nbhd, v_out, z0, 1.0, _structure([0.1, 0.1, 0.1]))
+    half = z_update(theta_nbhd, v_out, z0, 1.0, _structure([0.1, 0.1, 0.1]), alpha_z=0.5)
+    assert np.allclose(half, 0.5 * (z0 + exact))
+
+
+def _local(n=80, p=6, loss=None):
+    X = RNG.standard_normal((n, p))
+    y = np.where(RNG.random(n) < 0.5, 1.0, -1.0)
+    return LocalData(np.hstack([X, np.ones((n, 1))]), y, 3 * n, loss or MarginLoss())
+
+
+@pytest.mark.parametrize("loss", [MarginLoss(), MarginLoss("unbiased", 0.8)])
+def test_theta_update_newton_matches_scipy(loss):
+    data = _local(loss=loss)
+    d, dim, c = 3, 7, 0.05
+    z_nbhd = RNG.standard_normal((d, dim))
+    v_in = RNG.standard_normal((d, dim)) * 0.01
+
+    def objective(t):
+        m = data.y * (data.X_aug @ t)
+        return loss.value(m).sum() / data.n_total + 0.5 * c * np.sum(
+            (z_nbhd - t[None] + v_in / c) ** 2)
+
+    theta = theta_update_newton(data, z_nbhd, v_in, np.zeros(dim), c)
+    ref = minimize(objective, np.zeros(dim), method="BFGS", options={"gtol": 1e-12}).x
+    assert objective(theta) <= objective(ref) + 1e-12
+    assert np.allclose(theta, ref, atol=1e-6)
+    # the gradient variant (paper's U steps) approaches the same point
+    slow = theta_update_gradient(data, z_nbhd, v_in, np.zeros(dim), c, n_steps=3000,
+                                 step_size=2.0)
+    assert np.allclose(slow, theta, atol=1e-6)
+
+
+def test_unbiased_loss_is_unbiased_and_convex():
+    p = 0.7
+    loss = MarginLoss("unbiased", p)
+    m = np.linspace(-5, 5, 41)
+    clean = MarginLoss().value(m)
+    expected = p * loss.value(m) + (1 - p) * loss.value(-m)  # label kept w.p. p
+    assert np.allclose(expected, clean)
+    assert np.all(np.diff(loss.value(m), 2) >= -1e-12)
+
+
+def test_dual_copies_stay_equal_on_both_ends_of_an_edge():
+    c, dim = 0.3, 4
+    z_i, z_j, t_i, t_j = (RNG.standard_normal(dim) for _ in range(4))
+    # machine i holds V_ij (its out-copy for theta_j); machine j holds the in-copy of V_ij
+    out_i = np.zeros((2, dim))
+    in_i = np.zeros((2, dim))
+    out_j = np.zeros((2, dim))
+    in_j = np.zeros((2, dim))
+    # nbhd order on i: [i, j]; on j: [i, j]
+    dual_update(out_i, in_i, z_i, np.stack([z_i, z_j]), t_i, np.stack([t_i, t_j]), c)
+    dual_update(out_j, in_j, z_j, np.stack([z_i, z_j]), t_j, np.stack([t_i, t_j]), c)
+    assert np.array_equal(out_i[1], in_j[0])  # V_ij on i == V_ij on j
+    assert np.array_equal(out_j[0], in_i[1])  # V_ji on j == V_ji on i
+
+
+def test_balance_penalty():
+    assert balance_penalty(1.0, 0.01, 10, 2) == 2
+    assert balance_penalty(0.01, 1.0, 10, 2) == 0.5
+    assert balance_penalty(1.0, 0.5, 10, 2) == 1.0
+
+
+def test_all_machines_stop_in_the_same_round_on_a_long_path():
+    """Pipelined max-consensus: identical stop decisions even with diameter 7."""
+    graph = nx.path_graph(8)
+    groups = GroupStructure(PTR, IDX, np.full(3, 0.01))
+    shards = [_local(n=40) for _ in range(8)]
+    cfg = ADMMConfig(lam=0.08, tol=1e-6, max_rounds=3000)
+    results = run_in_process(graph, lambda comm: run_machine(
+        comm, shards[comm.rank], groups, cfg, nx.diameter(graph)))
+    assert {r.rounds for r in results} == {results[0].rounds}
+    assert results[0].stop_reason == "converged"
+    zs = np.stack([r.z for r in results])
+    assert np.abs(zs - zs.mean(0)).max() < 1e-4
+
+
+def test_a_failing_machine_stops_the_in_process_network():
+    graph = nx.cycle_graph(5)
+    groups = GroupStructure(PTR, IDX, np.full(3, 0.01))
+    shards = [_local(n=20) for _ in range(5)]
+    cfg = ADMMConfig(lam=0.08, max_rounds=100, fail_at=(2, 3))
+    with pytest.raises(RuntimeError, match="injected fault on machine 2 in round 3"):
+        run_in_process(graph, lambda comm: run_machine(comm, shards[comm.rank], groups, cfg, 2),
+                       timeout=30)
