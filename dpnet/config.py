@@ -20,7 +20,7 @@ class RunConfig:
     epsilon: float = math.inf
     keep_prob: float | None = None
     loss: str = "logistic"
-    lam: float = 0.05
+    lam: float = 0.1
     group_weights: str = "ones"
     c: float = 0.005
     adapt_c: bool = True
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--loss", choices=("logistic", "unbiased"), default="logistic",
                    help="unbiased: Natarajan et al. loss corrected for the known flip rate")
     g = p.add_argument_group("model and solver")
-    g.add_argument("--lam", type=float, default=0.05, help="lambda in (lambda/2) sum_g w_g||b_g||")
+    g.add_argument("--lam", type=float, default=0.1, help="lambda in (lambda/2) sum_g w_g||b_g||")
     g.add_argument("--group-weights", choices=("ones", "sqrt-size"), default="ones")
     g.add_argument("--c", type=float, default=0.005, help="ADMM penalty c (initial value)")
     g.add_argument("--no-adapt-c", dest="adapt_c", action="store_false",
