@@ -54,6 +54,17 @@ def _accounting(sampling: str, q: float, z: float, steps: int, delta: float, n: 
     return epsilon_for(sampling, q, z, steps, delta, n=n, with_pld=with_pld)
 
 
+def _full_batch_event(z: float, steps: int, k: int) -> dp_event.DpEvent:
+    step = (dp_event.GaussianDpEvent(z) if k == 1
+            else dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(z)] * k))
+    return dp_event.SelfComposedDpEvent(step, steps)
+
+
+@functools.lru_cache(maxsize=512)
+def _full_batch_pld(z: float, steps: int, k: int, delta: float) -> float | None:
+    return pld_epsilon(_full_batch_event(z, steps, k), delta)
+
+
 def check_delta(delta: float) -> float:
     d = float(delta)
     if not (0.0 < d < 1.0):
@@ -133,11 +144,9 @@ def gaussian_composition_privacy(*, method: str, n: int, steps: int, releases_pe
     if z == 0:
         event, acc = dp_event.NonPrivateDpEvent(), None
     else:
-        step = (dp_event.GaussianDpEvent(z) if k == 1
-                else dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(z)] * k))
-        event = dp_event.SelfComposedDpEvent(step, steps)
+        event = _full_batch_event(z, steps, k)
         acc = dict(_accounting("fixed", 1.0, z, steps * k, delta, n, False))
-        acc["pld_epsilon"] = pld_epsilon(event, delta)
+        acc["pld_epsilon"] = _full_batch_pld(z, steps, k, delta)
     info = _report(method, accountant="RDP and PLD of the composed Gaussian mechanism",
                    noise_multiplier=z, l2_sensitivity=l2_sensitivity, accounting=acc,
                    relation="replace_one", delta=delta, sampling="full batch", steps=steps,
