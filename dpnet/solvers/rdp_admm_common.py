@@ -207,7 +207,8 @@ class LinearClassifierMixin:
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """classes_[1] where s^T w > 0, else classes_[0]."""
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        positive = self.decision_function(X) > 0
+        return self.classes_[positive.astype(int)]
 
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Mean accuracy."""

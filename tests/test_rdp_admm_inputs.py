@@ -1,0 +1,122 @@
+"""Bad input gets one-line errors naming the problem; scikit-learn style API; the rank-0 entry
+point records every fit in the ledger and returns JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import dpnet
+from dpnet.errors import ConfigError, DataError, PrivacyError
+from dpnet.privacy.ledger import PrivacyLedger
+from dpnet.solvers.rdp_admm import (
+    ADMMObjPClassifier,
+    DPADMMClassifier,
+    DPSGDClassifier,
+    MPADMMClassifier,
+    SSADMMClassifier,
+    run_rdp_admm_baselines,
+)
+from dpnet.solvers.rdp_admm_data import coverage, make_synthetic, true_model
+
+ALL = [SSADMMClassifier, DPSGDClassifier, MPADMMClassifier, DPADMMClassifier, ADMMObjPClassifier]
+
+
+def data(n: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, 3))
+    X /= 2 * np.linalg.norm(X, axis=1, keepdims=True)
+    return X, np.where(X[:, 0] > 0, 1, -1)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_bad_data(cls) -> None:
+    X, y = data()
+    est = cls(epsilon=None)
+    with pytest.raises(DataError, match="row_bound"):
+        est.fit(4 * X, y)
+    with pytest.raises(DataError, match="NaN"):
+        est.fit(np.where(X > 0.4, np.nan, X), y)
+    with pytest.raises(DataError, match="exactly two classes"):
+        est.fit(X, np.arange(len(y)) % 3)
+    with pytest.raises(DataError, match="1-D"):
+        est.fit(X, y[:-1])
+    with pytest.raises(ConfigError, match="not fitted"):
+        est.predict(X)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_bad_parameters(cls) -> None:
+    X, y = data()
+    with pytest.raises(ConfigError, match="lam"):
+        cls(lam=-1.0, epsilon=None).fit(X, y)
+    with pytest.raises(ConfigError, match="loss"):
+        cls(loss="hinge", epsilon=None).fit(X, y)
+    with pytest.raises((ConfigError, PrivacyError), match="epsilon"):
+        cls(epsilon=-1.0).fit(X, y)
+    with pytest.raises(PrivacyError, match="delta"):
+        cls(epsilon=1.0, delta=0.0).fit(X, y)
+
+
+def test_bad_noise_and_sampling() -> None:
+    X, y = data()
+    with pytest.raises(ConfigError, match="either epsilon or noise_multiplier"):
+        SSADMMClassifier(epsilon=1.0, noise_multiplier=1.0).fit(X, y)
+    with pytest.raises(PrivacyError, match="noise_multiplier"):
+        MPADMMClassifier(epsilon=None, noise_multiplier=-1.0).fit(X, y)
+    with pytest.raises(ConfigError, match="sampling"):
+        SSADMMClassifier(epsilon=None, sampling="shuffle").fit(X, y)
+    with pytest.raises(ConfigError, match="batch_size"):
+        DPSGDClassifier(epsilon=None, batch_size=500).fit(X, y)
+    with pytest.raises(ConfigError, match="perturb"):
+        MPADMMClassifier(epsilon=None, perturb="z").fit(X, y)
+    with pytest.raises(PrivacyError, match="Jacobian"):
+        ADMMObjPClassifier(epsilon=0.01, n_iter=10, rho=0.01).fit(X, y)
+    with pytest.raises(ConfigError, match="n_iter"):
+        DPADMMClassifier(epsilon=None, n_iter=0).fit(X, y)
+
+
+def test_sklearn_style_api() -> None:
+    X, y = data(200)
+    est = SSADMMClassifier(1e-3, epsilon=None, n_epochs=5, eta0=8.0, random_state=0)
+    assert est.fit(X, y) is est
+    assert est.get_params()["eta0"] == 8.0 and est.set_params(rho=0.3).rho == 0.3
+    assert set(np.unique(est.predict(X))) <= {-1, 1}
+    np.testing.assert_allclose(est.decision_function(X), X @ est.coef_)
+    assert est.score(X, y) > 0.9  # separable by the first feature
+    same = SSADMMClassifier(1e-3, epsilon=None, n_epochs=5, eta0=8.0, rho=0.3, random_state=0)
+    np.testing.assert_array_equal(same.fit(X, y).coef_, est.fit(X, y).coef_)
+    assert dpnet.SSADMMClassifier is SSADMMClassifier
+    with pytest.raises(ConfigError, match="no parameter"):
+        est.set_params(alpha=1.0)
+
+
+def test_synthetic_design_and_coverage() -> None:
+    X, y = make_synthetic(20_000, rng=np.random.default_rng(0))
+    assert X.shape == (20_000, 101) and np.linalg.norm(X, axis=1).max() <= 1 + 1e-12
+    assert abs(np.mean(y == 1) - 0.5) < 0.02  # paper: majority frequency 0.500
+    s = X[:, :100] * np.sqrt(15.0**2 + 1)  # undo the data-independent scaling
+    c = np.corrcoef(s[:, :4], rowvar=False)
+    np.testing.assert_allclose(c[0, 1:], [0.5, 0.25, 0.125], atol=0.03)
+    assert coverage(np.append(true_model(), 9.0), 20) == 1.0
+    reverse = np.arange(100, 0, -1.0)[::-1]  # largest magnitudes on the irrelevant features
+    assert coverage(reverse, 20) == 0.0 and coverage(reverse, 90) == 0.5
+
+
+def test_run_rdp_admm_baselines_records_every_fit() -> None:
+    ledger = PrivacyLedger(1e-8)
+    out = run_rdp_admm_baselines(epsilon=1.0, delta=1e-8, seed=0, ledger=ledger)
+    json.dumps(out)
+    assert set(out["methods"]) == {"ssADMM", "DP-SGD", "mpADMM", "DP-ADMM", "ADMM-objP"}
+    assert len(ledger.releases) == 5 and all(r.machine is None for r in ledger.releases)
+    for name, res in out["methods"].items():
+        assert res["privacy"]["epsilon"] <= 1.0, name
+        assert 0.5 < res["test_accuracy"] <= 1.0
+    assert "guarantee_caveat" in out["methods"]["ADMM-objP"]["privacy"]
+    # five fits at epsilon = 1 on the same rows compose to more than 1, less than 5
+    assert 1.0 < ledger.epsilon() < 5.0
+    assert out["true_model_test_accuracy"] > 0.9
+    assert not math.isnan(out["methods"]["ssADMM"]["test_objective"])
