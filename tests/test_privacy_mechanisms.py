@@ -153,3 +153,28 @@ def test_classic_gaussian_sigma_formula_and_range() -> None:
 def test_strict_parameter_checks(call) -> None:
     with pytest.raises(PrivacyError):
         call()
+
+
+def test_laplace_outputs_live_on_a_data_independent_grid() -> None:
+    """Mironov (2012): floating-point Laplace reveals the input through the reachable floats.
+    Outputs here are exact multiples of a power-of-two grid for any input."""
+    g = m.laplace_grid(1.0, 1)
+    assert g == 2.0**-10
+    for value in (0.0, 1.0, 0.1234567891234, -3.3):
+        outs = np.array([m.laplace_mechanism(value, l1_sensitivity=1.0, epsilon=1.0,
+                                             rng=rng(s))[0] for s in range(200)])
+        assert np.all(outs / g == np.rint(outs / g))
+
+
+def test_discrete_laplace_pmf() -> None:
+    k = m.discrete_laplace(2.0, 200_000, rng(9))
+    values, counts = np.unique(k, return_counts=True)
+    pmf = np.exp(-np.abs(values) / 2.0) * math.tanh(1 / 4.0)  # (1-a)/(1+a), a = e^{-1/2}
+    mask = np.abs(values) <= 10
+    expected = pmf[mask] * k.size
+    chi2 = stats.chisquare(counts[mask], expected * counts[mask].sum() / expected.sum())
+    assert chi2.pvalue > 1e-3
+    assert np.allclose(counts[mask] / k.size, pmf[mask], rtol=0.1)
+    # exact ratio of neighbouring probabilities at the sensitivity: e^{1/scale}
+    assert math.isclose(counts[values == 0][0] / counts[values == 1][0], math.exp(0.5),
+                        rel_tol=0.03)

@@ -42,20 +42,45 @@ def _like_input(value: ArrayOrFloat, out: np.ndarray) -> ArrayOrFloat:
     return float(out) if np.ndim(value) == 0 else out
 
 
+GRID_FRACTION = 2.0**-10  # grid step <= l1_sensitivity * 2^-10 / dim
+
+
+def laplace_grid(l1_sensitivity: float, dim: int) -> float:
+    """The power of two g <= l1_sensitivity * 2^-10 / dim on which Laplace outputs live."""
+    return float(2.0 ** math.floor(math.log2(l1_sensitivity * GRID_FRACTION / dim)))
+
+
+def discrete_laplace(scale: float, size: int | tuple[int, ...],
+                     rng: np.random.Generator) -> np.ndarray:
+    """Integers k with P(k) proportional to exp(-|k| / scale): the difference of two iid
+    geometric variables with success probability 1 - exp(-1/scale)."""
+    q = -math.expm1(-1.0 / scale)
+    return (rng.geometric(q, size=size) - rng.geometric(q, size=size)).astype(np.float64)
+
+
 def laplace_mechanism(
     value: ArrayOrFloat, *, l1_sensitivity: float, epsilon: float, rng: np.random.Generator
 ) -> tuple[ArrayOrFloat, dp_event.DpEvent]:
-    """value + Laplace(0, b) per coordinate, b = l1_sensitivity / epsilon: epsilon-DP.
+    """value + Laplace noise of scale ~ l1_sensitivity / epsilon per coordinate: epsilon-DP.
 
-    Proof: the density ratio at any output is exp((|x - f(D')|_1 - |x - f(D)|_1) / b)
-    <= exp(|f(D) - f(D')|_1 / b) <= exp(epsilon) (Dwork et al. 2006).
+    Textbook floating-point Laplace sampling leaks through the set of floats it can reach
+    (Mironov 2012). dpnet releases on a grid instead: with g = :func:`laplace_grid` (a power
+    of two), the value is rounded to the nearest multiple of g and discrete Laplace noise on
+    multiples of g is added, P(k g) proportional to exp(-eps |k| g / Delta'), with
+    Delta' = l1_sensitivity + dim * g. Rounding moves each coordinate by at most g/2, so two
+    neighbours' rounded values differ by at most Delta' in L1; the discrete Laplace mechanism
+    with that sensitivity is epsilon-DP (Canonne, Kamath & Steinke 2020, or the Laplace proof
+    with sums instead of integrals), and every output is an exactly representable multiple
+    of g, whatever the data. The noise scale grows by a factor 1 + dim g / Delta <= 1 + 2^-10.
     Event: ``LaplaceDpEvent(1/epsilon)`` for a scalar, ``PureDpEvent`` for a vector.
     """
     sens = _positive("l1_sensitivity", l1_sensitivity)
     eps = _positive("epsilon", epsilon)
     _check_rng(rng)
     arr = _finite_values(value)
-    out = arr + rng.laplace(0.0, sens / eps, size=arr.shape)
+    g = laplace_grid(sens, max(arr.size, 1))
+    noise = discrete_laplace((sens + arr.size * g) / (eps * g), arr.shape, rng)
+    out = (np.rint(arr / g) + noise) * g
     if arr.size == 1:
         event: dp_event.DpEvent = dp_event.LaplaceDpEvent(noise_multiplier=1.0 / eps)
     else:
