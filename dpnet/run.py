@@ -103,8 +103,13 @@ def run_inprocess(config: RunConfig) -> int:
 
 
 def run_mpi(config: RunConfig) -> int:
+    from threadpoolctl import threadpool_limits
+
     from dpnet.network import mpi_comm
 
+    # One BLAS thread per rank: with more ranks than cores, BLAS worker threads spinning
+    # beside the ranks made an 8-rank ring 17x slower per round (measured on 2 cores).
+    threadpool_limits(limits=1, user_api="blas")
     mpi_comm.install_abort_hook()
     setup = mpi_comm.MPISetup()
     start = time.perf_counter()

@@ -14,6 +14,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from dpnet.network.comm import TrafficStats
 
@@ -64,6 +65,8 @@ def run_in_process(graph: nx.Graph, target: Callable[[InProcessCommunicator], An
     """Run ``target(comm)`` for every node of ``graph`` in its own thread; return the results.
 
     The first exception raised on any machine is re-raised here after all threads stopped.
+    BLAS runs single-threaded meanwhile: the machines already are the parallelism, and
+    BLAS worker threads spinning beside them slow every round down.
     """
     size = graph.number_of_nodes()
     shared = _SharedState(size, timeout)
@@ -81,10 +84,11 @@ def run_in_process(graph: nx.Graph, target: Callable[[InProcessCommunicator], An
             shared.barrier.abort()
 
     threads = [threading.Thread(target=body, args=(r,), name=f"machine-{r}") for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with threadpool_limits(limits=1, user_api="blas"):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     if errors:
         real = [e for e in errors if not isinstance(e[1], threading.BrokenBarrierError)]
         rank, exc = (real or errors)[0]
