@@ -281,4 +281,13 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"({report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication)",
         f"  privacy: randomized response, epsilon = {eps if eps is not None else 'inf'} "
         f"label-DP per machine; {FEATURES_NOTE}",
+        *(f"  baseline {name}: own synthetic data, own ledger, total "
+          f"{_ledger_total(b.get('ledger', {}))}" for name, b in report["baselines"].items()),
     ]
+
+
+def _ledger_total(ledger: dict[str, Any]) -> str:
+    total = ledger.get("total", {})
+    if "epsilon" in total:
+        return f"epsilon {total['epsilon']} at delta {total.get('delta')}"
+    return f"pure epsilon {total.get('pure_epsilon')}"
