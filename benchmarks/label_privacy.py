@@ -225,18 +225,23 @@ def main() -> None:
     parser.add_argument("--tol", type=float, default=1e-5)
     parser.add_argument("--max-rounds", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--datasets", default="memset,synthetic",
+                        help="comma-separated subset of memset, synthetic")
     parser.add_argument("--skip-path", action="store_true", help="no lambda path")
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     args = parser.parse_args()
     repeats = args.repeats or MODES[args.mode]
-    sources = data_sources(args.n_train, args.n_test, args.seed)
+    wanted = args.datasets.split(",")
+    sources = {k: v for k, v in data_sources(args.n_train, args.n_test, args.seed).items()
+               if k in wanted}
     path_rows = [] if args.skip_path or "memset" not in sources else lambda_path(
         sources["memset"], args.seed, args.tol, args.max_rounds)
     rows = epsilon_sweep(sources, repeats, {"memset": args.lam_memset,
                                             "synthetic": args.lam_synthetic},
                          args.seed, args.tol, args.max_rounds)
     summary = summarise(rows)
-    stem = f"label_privacy_{args.mode}"
+    stem = f"label_privacy_{args.mode}" + ("" if args.repeats is None else f"_r{repeats}") + (
+        "" if len(wanted) == 2 else f"_{'_'.join(wanted)}")
     write_csv(rows, args.out / f"{stem}.csv")
     write_csv(summary, args.out / f"{stem}_summary.csv")
     if path_rows:
