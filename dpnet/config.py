@@ -30,6 +30,7 @@ class RunConfig:
     beta_step_size: float = 0.4
     max_rounds: int = 3000
     tol: float = 1e-9
+    max_coef_norm: float = 1e4
     seed: int | None = None
     topology_seed: int = 0
     data: str | None = None
@@ -73,6 +74,7 @@ class RunConfig:
             (0 < self.alpha_z <= 1, f"--alpha-z must lie in (0, 1], got {self.alpha_z}"),
             (self.max_rounds >= 1, f"--max-rounds must be >= 1, got {self.max_rounds}"),
             (self.tol > 0, f"--tol must be > 0, got {self.tol}"),
+            (self.max_coef_norm > 0, f"--max-coef-norm must be > 0, got {self.max_coef_norm}"),
             (self.machines >= 1, f"--machines must be >= 1, got {self.machines}"),
             (self.n_samples >= 2, f"--n-samples must be >= 2, got {self.n_samples}"),
             (self.n_test >= 0, f"--n-test must be >= 0, got {self.n_test}"),
@@ -138,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-rounds", type=int, default=3000)
     g.add_argument("--tol", type=float, default=1e-9,
                    help="stop when every machine's residual / max(1, ||theta||) is below tol")
+    g.add_argument("--max-coef-norm", type=float, default=1e4,
+                   help="stop with stop_reason 'diverged' once a machine's ||theta|| exceeds it")
     g = p.add_argument_group("data")
     g.add_argument("--data", default=None, help="npz / csv / libsvm file (default: synthetic)")
     g.add_argument("--groups", default=None,

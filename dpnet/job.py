@@ -31,6 +31,12 @@ from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.privacy.mechanisms import randomized_response
 
 SELECT_RTOL = 1e-6
+STOP_WARNINGS = {
+    "diverged": "the iterates ran away (||theta|| > --max-coef-norm): the objective may have "
+                "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
+                "coefficients are not an optimum",
+    "max_rounds": "--max-rounds reached before the residuals fell below --tol",
+}
 RR_RELATION = "replace_one"
 RR_PROTECTS = "labels"
 FEATURES_NOTE = ("features are NOT protected: randomized response privatises labels only "
@@ -135,6 +141,7 @@ def machine_main(comm: Any, shard: Shard, config: RunConfig, diameter: int,
         lam=config.lam, c=config.c, adapt_c=config.adapt_c, alpha_z=config.alpha_z,
         theta_solver=config.theta_solver, beta_steps=config.beta_steps,
         beta_step_size=config.beta_step_size, max_rounds=config.max_rounds, tol=config.tol,
+        max_coef_norm=config.max_coef_norm,
         progress_every=config.progress_every, fail_at=fault_injection(),
     )
     result = run_machine(comm, data, groups, admm, diameter,
@@ -279,8 +286,10 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"  max consensus gap {report['max_consensus_gap']:.2e}, "
         f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round "
         f"({report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication)",
-        f"  privacy: randomized response, epsilon = {eps if eps is not None else 'inf'} "
+        f"  privacy: randomized response, epsilon = {'inf' if eps is None else f'{eps:.6g}'} "
         f"label-DP per machine; {FEATURES_NOTE}",
+        *([f"  WARNING: {STOP_WARNINGS[report['stop_reason']]}"]
+          if report["stop_reason"] in STOP_WARNINGS else []),
         *(f"  baseline {name}: own synthetic data, own ledger, total "
           f"{_ledger_total(b.get('ledger', {}))}" for name, b in report["baselines"].items()),
     ]

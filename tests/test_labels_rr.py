@@ -71,3 +71,18 @@ def test_keep_prob_option_and_epsilon_inf():
     assert RunConfig(keep_prob=0.75).label_epsilon == pytest.approx(math.log(3))
     assert RunConfig().keep_probability == 1.0
     assert math.isinf(RunConfig().label_epsilon)
+
+
+def test_unbounded_unbiased_objective_is_reported_as_diverged():
+    """At epsilon = 0.1 the flip-corrected loss l(m) - k m (k = 9.5) has no minimiser on this
+    data: the run must say so instead of claiming convergence on a run-away iterate."""
+    data = make_group_logistic(2000, rng=np.random.default_rng(0))
+    diverged = DecentralizedGroupLassoLogistic(0.1, epsilon=0.1, loss="unbiased",
+                                               n_machines=5, random_state=3).fit(
+        data.X, data.y, data.groups)
+    assert diverged.stop_reason_ == "diverged"
+    assert np.linalg.norm(diverged.machine_coefs_, axis=1).max() > 1e3
+    bounded = DecentralizedGroupLassoLogistic(0.1, epsilon=3.0, loss="unbiased",
+                                              n_machines=5, random_state=3).fit(
+        data.X, data.y, data.groups)
+    assert bounded.stop_reason_ == "converged"

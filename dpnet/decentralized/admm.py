@@ -33,7 +33,8 @@ from dpnet.network.comm import Communicator
 from dpnet.penalties.group import group_penalty
 
 # Statistics carried through the pipeline, per machine.
-STAT_NAMES = ("objective_part", "scaled_residual", "primal_residual", "dual_residual")
+STAT_NAMES = ("objective_part", "scaled_residual", "primal_residual", "dual_residual",
+              "coef_norm")
 N_STATS = len(STAT_NAMES)
 
 
@@ -54,6 +55,7 @@ class ADMMConfig:
     beta_step_size: float = 0.4
     max_rounds: int = 2000
     tol: float = 1e-7
+    max_coef_norm: float = 1e4
     progress_every: int = 0
     fail_at: tuple[int, int] | None = None  # (rank, round): fault injection for abort tests
 
@@ -150,7 +152,7 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
         own[comm.rank] = (
             local_objective(data, theta)
             + group_penalty(theta[:-1], groups.grp_ptr, groups.grp_indices, groups.thresholds),
-            max(primal, dual) / scale, primal, dual,
+            max(primal, dual) / scale, primal, dual, float(np.linalg.norm(theta)),
         )
         pipe = np.concatenate([own[None], shifted])
 
@@ -164,6 +166,12 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
                 on_progress(record)
             if config.progress_every and done_round % config.progress_every == 0:
                 history.append(record)
+            if complete[:, 4].max() > config.max_coef_norm:
+                # the objective has no minimiser (or c is badly off): relative residuals
+                # would look small on a run-away iterate, so stop and say so
+                stop_reason = "diverged"
+                history.append(record)
+                break
             if complete[:, 1].max() <= config.tol:
                 stop_reason = "converged"
                 history.append(record)
