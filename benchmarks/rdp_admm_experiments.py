@@ -89,10 +89,11 @@ def run(mode: str, ipums: str | None, seed: int) -> list[dict]:
     for name, X, y, synthetic in datasets(cfg, ipums, seed):
         losses = ("logistic",) if synthetic else cfg["losses"]
         for rep in range(cfg["repeats"]):
-            folds = np.array_split(np.random.default_rng(seed + rep).permutation(len(y)),
-                                   cfg["folds"])
+            perm = np.random.default_rng(seed + rep).permutation(len(y))
+            # equal folds (drop < folds random rows): one training size, one calibration
+            folds = np.split(perm[: len(y) - len(y) % cfg["folds"]], cfg["folds"])
             for f, test in enumerate(folds):
-                train = np.setdiff1d(np.arange(len(y)), test)
+                train = np.setdiff1d(perm[: len(y) - len(y) % cfg["folds"]], test)
                 Xtr, ytr, Xte, yte = X[train], y[train], X[test], y[test]
                 majority = max(np.mean(yte == 1), np.mean(yte == -1))
                 for loss_name in losses:
