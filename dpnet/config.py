@@ -43,6 +43,7 @@ class RunConfig:
     label_rule: str = "bernoulli"
     shard_sizes: tuple[int, ...] | None = None
     output: str | None = None
+    plot: str | None = None
     progress_every: int = 50
     baselines: tuple[str, ...] = ()
     quiet: bool = False
@@ -158,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run seed (reproducible; whoever knows it can undo the RR). Default: "
                    "every machine draws its own OS entropy")
     g.add_argument("--output", default=None, help="results JSON file (written by rank 0)")
+    g.add_argument("--plot", default=None, help="convergence figure (PNG) written by rank 0")
     g.add_argument("--progress-every", type=int, default=50, help="rounds between progress lines")
     g.add_argument("--baselines", default="",
                    help=f"comma-separated rank-0 baselines to run too: {', '.join(BASELINES)}")

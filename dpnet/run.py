@@ -74,6 +74,10 @@ def _finish(config: RunConfig, graph: nx.Graph, problem: Any, outcomes: list[Any
                           backend, baselines)
     if config.output:
         write_json_atomic(config.output, report)
+    if config.plot:
+        from dpnet.plots import plot_convergence
+
+        plot_convergence(report, config.plot)
     if not config.quiet or config.output is None:
         print("\n".join(summary_lines(report)), flush=True)
         if config.output:

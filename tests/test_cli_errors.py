@@ -109,3 +109,10 @@ def test_results_file_is_complete(tmp_path):
     assert all(m["bytes_sent"] > 0 and m["messages_sent"] > 0 for m in report["machines"])
     assert sum(m["rows"] for m in report["machines"]) == 400
     assert list(tmp_path.joinpath("sub").iterdir()) == [out]  # no temporary file left behind
+
+
+def test_convergence_plot_is_written(tmp_path):
+    png = tmp_path / "fig" / "conv.png"
+    assert main(["--n-samples", "300", "--seed", "1", "--quiet", "--progress-every", "5",
+                 "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -36,6 +36,9 @@ from dpnet.penalties.group import group_penalty
 STAT_NAMES = ("objective_part", "scaled_residual", "primal_residual", "dual_residual",
               "coef_norm")
 N_STATS = len(STAT_NAMES)
+# residual balancing stops near the tolerance: there the residuals sit at rounding noise and a
+# change of c only restarts the transient
+ADAPT_FLOOR = 100.0
 
 
 @dataclass(frozen=True)
@@ -177,7 +180,8 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
                 history.append(record)
                 break
             if (config.adapt_c and n_adapted < config.adapt_max
-                    and done_round % config.adapt_every == 0):
+                    and done_round % config.adapt_every == 0
+                    and complete[:, 1].max() > ADAPT_FLOOR * config.tol):
                 factor = balance_penalty(record.primal_residual, record.dual_residual,
                                          config.adapt_ratio, config.adapt_factor)
                 if factor != 1.0:

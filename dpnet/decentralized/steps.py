@@ -135,6 +135,11 @@ def theta_update_newton(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
         hess[np.diag_indices_from(hess)] += rho
         step = np.linalg.solve(hess, grad)
         slope = grad @ step
+        if slope <= 1e-12 * max(1.0, abs(f)):
+            # quadratic-convergence region: the predicted decrease is below what function
+            # values can resolve, so a line search would only add rounding noise
+            theta = theta - step
+            break
         t = 1.0
         while True:
             cand = theta - t * step
@@ -142,9 +147,6 @@ def theta_update_newton(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
             if f_cand <= f - 1e-4 * t * slope or t < 1e-10:
                 break
             t *= 0.5
-        if f - f_cand <= 1e-16 * max(1.0, abs(f)) and t < 1.0:
-            theta = cand
-            break
         theta, f = cand, f_cand
     return theta
 
