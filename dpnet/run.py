@@ -123,7 +123,7 @@ def run_mpi(config: RunConfig) -> int:
         graph = validate_topology(
             build_topology(config.topology, setup.size, seed=config.topology_seed), setup.size)
     except DpnetError as exc:
-        error = str(exc)
+        error = f"{exc} (mpiexec started {setup.size} ranks, one per machine)"
     if (error := setup.agree(error)) is not None:
         return _fail(error, setup.rank)
     if setup.rank == 0:
@@ -160,4 +160,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # output piped into head & co.
+        sys.stderr.close()
+        sys.exit(0)
