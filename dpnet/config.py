@@ -144,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-coef-norm", type=float, default=1e4,
                    help="stop with stop_reason 'diverged' once a machine's ||theta|| exceeds it")
     g = p.add_argument_group("data")
-    g.add_argument("--data", default=None, help="npz / csv / libsvm file (default: synthetic)")
+    g.add_argument("--data", default=None,
+                   help="npz / csv / libsvm file (default: synthetic); with {rank} in the path "
+                   "every machine loads its own file (e.g. 'shards/part-{rank}.npz')")
     g.add_argument("--groups", default=None,
                    help="'size:K', comma-separated ids, or a file with one id per column")
     g.add_argument("--test-data", default=None, help="held-out file (default: split --data)")

@@ -66,7 +66,8 @@ class DecentralizedGroupLassoLogistic:
         train = GroupData(X, to_pm1(y), groups.astype(np.int64)).validate("fit")
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
         problem = Problem(train, None, split_rows(train.n_samples, self.n_machines),
-                          group_weights(train.groups, self.group_weights), self.random_state)
+                          train.groups, group_weights(train.groups, self.group_weights),
+                          self.random_state)
         shards = make_shards(problem)
         diameter = nx.diameter(graph)
         outcomes = run_in_process(graph, lambda comm: machine_main(

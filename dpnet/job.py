@@ -57,11 +57,16 @@ class Shard:
 
 @dataclass
 class Problem:
-    """Rank 0's view: training and test data, the shards' row indices, group structure."""
+    """Rank 0's view: training and test data, the shards' row indices, group structure.
 
-    train: GroupData
+    ``train`` and ``parts`` are None when every machine loads its own shard (rank 0 then
+    never sees the other machines' rows).
+    """
+
+    train: GroupData | None
     test: GroupData | None
-    parts: list[np.ndarray]
+    parts: list[np.ndarray] | None
+    group_labels: np.ndarray
     group_weights: np.ndarray
     seed_entropy: int | None
 
@@ -99,14 +104,52 @@ def prepare_problem(config: RunConfig, n_machines: int) -> Problem:
         raise ConfigError(f"{train.n_samples} training rows cannot be split over "
                           f"{n_machines} machines")
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
-    return Problem(train, test, parts, group_weights(train.groups, config.group_weights),
-                   seed_entropy)
+    return Problem(train, test, parts, train.groups,
+                   group_weights(train.groups, config.group_weights), seed_entropy)
 
 
 def make_shards(problem: Problem) -> list[Shard]:
     tr = problem.train
     return [Shard(np.ascontiguousarray(tr.X[idx]), tr.y[idx].copy(), tr.n_samples, tr.groups,
                   problem.group_weights, problem.seed_entropy) for idx in problem.parts]
+
+
+RANK_PLACEHOLDER = "{rank}"
+
+
+def data_per_machine(config: RunConfig) -> bool:
+    """``--data 'shard-{rank}.npz'``: every machine loads its own file."""
+    return config.data is not None and RANK_PLACEHOLDER in config.data
+
+
+def load_own_shard(config: RunConfig, rank: int) -> GroupData:
+    """Machine ``rank``'s own rows, from ``--data`` with {rank} replaced by its rank."""
+    return load_dataset(config.data.replace(RANK_PLACEHOLDER, str(rank)), groups=config.groups)
+
+
+def check_shards_agree(rows: list[int], groups: list[list[int]]) -> None:
+    """All machines' files must describe the same columns and groups (ConfigError if not)."""
+    for j, g in enumerate(groups):
+        if len(g) != len(groups[0]):
+            raise ConfigError(f"machine {j}'s data has {len(g)} columns, machine 0's has "
+                              f"{len(groups[0])}")
+        if g != groups[0]:
+            raise ConfigError(f"machine {j}'s data has other column groups than machine 0's")
+
+
+def own_data_problem(config: RunConfig, groups: np.ndarray) -> Problem:
+    """Rank 0's view when every machine loads its own shard: test data only."""
+    test = load_dataset(config.test_data, groups=config.groups) if config.test_data else None
+    if test is not None and test.n_features != len(groups):
+        raise ConfigError(f"--test-data has {test.n_features} columns, the machines' data "
+                          f"{len(groups)}")
+    return Problem(None, test, None, groups, group_weights(groups, config.group_weights),
+                   config.seed)
+
+
+def shard_from_own_data(own: GroupData, n_total: int, config: RunConfig) -> Shard:
+    return Shard(own.X, own.y, n_total, own.groups,
+                 group_weights(own.groups, config.group_weights), config.seed)
 
 
 def machine_rng(seed_entropy: int | None, rank: int, size: int) -> np.random.Generator:
@@ -181,7 +224,7 @@ def build_report(config: RunConfig, graph: nx.Graph, topo: dict[str, Any], probl
     theta_all = np.stack([r.theta for r in results])
     consensus = z_all.mean(axis=0)
     coef, intercept = consensus[:-1], float(consensus[-1])
-    grp_ptr, grp_indices = groups_from_labels(problem.train.groups)
+    grp_ptr, grp_indices = groups_from_labels(problem.group_labels)
     # a group counts as selected above a relative 1e-6: ADMM zeros are exact only in the limit
     norms = group_norms(coef, grp_ptr, grp_indices)
     selected = np.flatnonzero(norms > SELECT_RTOL * max(1.0, float(np.linalg.norm(coef))))
@@ -228,13 +271,17 @@ def build_report(config: RunConfig, graph: nx.Graph, topo: dict[str, Any], probl
         "stop_reason": results[0].stop_reason,
         "objective": {
             "on_randomized_labels": noisy_objective,
-            "on_true_labels": _objective(problem.train, coef, intercept, config.lam,
-                                         problem.group_weights),
+            # only where rank 0 holds the training data (simulation): otherwise it would be
+            # a release of the machines' raw labels
+            "on_true_labels": None if problem.train is None else _objective(
+                problem.train, coef, intercept, config.lam, problem.group_weights),
         },
+        "data_layout": "split by rank 0" if problem.train is not None
+        else "each machine loaded its own file",
         "max_consensus_gap": float(np.abs(z_all - consensus).max()),
         "max_theta_z_gap": float(np.abs(theta_all - z_all).max()),
         "test_accuracy": test_acc,
-        "n_train": problem.train.n_samples,
+        "n_train": sum(r.n_rows for r in results),
         "n_test": None if problem.test is None else problem.test.n_samples,
         "selected_groups": selected.tolist(),
         "coef": coef.tolist(),
@@ -281,7 +328,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     return [
         f"dpnet: {report['n_machines']} machines on '{report['topology']['name']}' "
         f"({report['backend']}), {report['rounds']} rounds, stop: {report['stop_reason']}",
-        f"  objective (true labels) {report['objective']['on_true_labels']:.6f}, "
+        f"  objective {_objective_text(report['objective'])}, "
         f"test accuracy {report['test_accuracy']}, selected groups {report['selected_groups']}",
         f"  max consensus gap {report['max_consensus_gap']:.2e}, "
         f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round "
@@ -293,6 +340,12 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         *(f"  baseline {name}: own synthetic data, own ledger, total "
           f"{_ledger_total(b.get('ledger', {}))}" for name, b in report["baselines"].items()),
     ]
+
+
+def _objective_text(objective: dict[str, Any]) -> str:
+    if objective["on_true_labels"] is not None:
+        return f"(true labels) {objective['on_true_labels']:.6f}"
+    return f"(randomized labels) {objective['on_randomized_labels']:.6f}"
 
 
 def _ledger_total(ledger: dict[str, Any]) -> str:

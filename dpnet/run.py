@@ -19,10 +19,15 @@ from dpnet.config import RunConfig, parse_config
 from dpnet.errors import DpnetError
 from dpnet.job import (
     build_report,
+    check_shards_agree,
+    data_per_machine,
+    load_own_shard,
     machine_main,
     make_shards,
+    own_data_problem,
     prepare_problem,
     print_progress,
+    shard_from_own_data,
     summary_lines,
     write_json_atomic,
 )
@@ -95,10 +100,17 @@ def run_inprocess(config: RunConfig) -> int:
     try:
         graph = build_topology(config.topology, config.machines, seed=config.topology_seed)
         graph = validate_topology(graph, graph.number_of_nodes())
-        problem = prepare_problem(config, graph.number_of_nodes())
+        if data_per_machine(config):
+            own = [load_own_shard(config, j) for j in range(graph.number_of_nodes())]
+            check_shards_agree([d.n_samples for d in own], [d.groups.tolist() for d in own])
+            problem = own_data_problem(config, own[0].groups)
+            n_total = sum(d.n_samples for d in own)
+            shards = [shard_from_own_data(d, n_total, config) for d in own]
+        else:
+            problem = prepare_problem(config, graph.number_of_nodes())
+            shards = make_shards(problem)
     except DpnetError as exc:
         return _fail(str(exc), 0)
-    shards = make_shards(problem)
     diameter = nx.diameter(graph)
     outcomes = run_in_process(graph, lambda comm: machine_main(
         comm, shards[comm.rank], config, diameter, _progress(config)))
@@ -126,15 +138,19 @@ def run_mpi(config: RunConfig) -> int:
         error = f"{exc} (mpiexec started {setup.size} ranks, one per machine)"
     if (error := setup.agree(error)) is not None:
         return _fail(error, setup.rank)
-    if setup.rank == 0:
-        try:
-            problem = prepare_problem(config, setup.size)
-            shards = make_shards(problem)
-        except DpnetError as exc:
-            error = str(exc)
-    if (error := setup.agree(error)) is not None:
+    if data_per_machine(config):
+        shard, problem, error = _own_shards(config, setup)
+    else:
+        if setup.rank == 0:
+            try:
+                problem = prepare_problem(config, setup.size)
+                shards = make_shards(problem)
+            except DpnetError as exc:
+                error = str(exc)
+        if (error := setup.agree(error)) is None:
+            shard = setup.scatter_from_root(shards)
+    if error is not None:
         return _fail(error, setup.rank)
-    shard = setup.scatter_from_root(shards)
     comm = mpi_comm.MPICommunicator(graph)
     outcome = machine_main(comm, shard, config, nx.diameter(graph), _progress(config))
     outcomes = comm.gather_to_root(outcome)
@@ -142,6 +158,28 @@ def run_mpi(config: RunConfig) -> int:
         _finish(config, graph, problem, outcomes, time.perf_counter() - start, "mpi")
     comm.free()
     return 0
+
+
+def _own_shards(config: RunConfig, setup: Any) -> tuple[Any, Any, str | None]:
+    """Every rank loads its own file; set-up messages agree on sizes and groups."""
+    own = problem = None
+    error = None
+    try:
+        own = load_own_shard(config, setup.rank)
+    except DpnetError as exc:
+        error = f"machine {setup.rank}: {exc}"
+    if (error := setup.agree(error)) is not None:
+        return None, None, error
+    metas = setup.allgather((own.n_samples, own.groups.tolist()))
+    try:
+        check_shards_agree([m[0] for m in metas], [m[1] for m in metas])
+        if setup.rank == 0:
+            problem = own_data_problem(config, own.groups)
+    except DpnetError as exc:
+        error = str(exc)
+    if (error := setup.agree(error)) is not None:
+        return None, None, error
+    return shard_from_own_data(own, sum(m[0] for m in metas), config), problem, None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,3 +116,13 @@ def test_convergence_plot_is_written(tmp_path):
     assert main(["--n-samples", "300", "--seed", "1", "--quiet", "--progress-every", "5",
                  "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_per_machine_files_must_agree_on_columns(capsys, tmp_path, good):
+    X, y = good
+    for j in range(3):
+        cols = 6 if j != 2 else 5
+        np.savez(tmp_path / f"p-{j}.npz", X=X[:, :cols], y=y)
+    msg = _error(capsys, ["--data", str(tmp_path / "p-{rank}.npz"), "--machines", "3",
+                          "--topology", "ring"])
+    assert "machine 2's data has 5 columns" in msg

@@ -73,6 +73,11 @@ class MPISetup:
         errors = self.world.allgather(error)
         return next((e for e in errors if e is not None), None)
 
+    def allgather(self, obj: Any) -> list[Any]:
+        request = self.world.Ibarrier()
+        wait_politely(request)
+        return self.world.allgather(obj)
+
     def scatter_from_root(self, items: list[Any] | None) -> Any:
         request = self.world.Ibarrier()
         wait_politely(request)
