@@ -27,23 +27,29 @@ from dpnet.errors import ConfigError, PrivacyError
 from dpnet.privacy.rdp import (
     calibrate_noise_multiplier,
     epsilon_for,
+    fixed_batch_size,
     pld_epsilon,
     sampled_gaussian_event,
 )
+from dpnet.solvers.rdp_admm_calibration import calibrate_fixed_size, exact_accounting
 from dpnet.solvers.rdp_admm_common import BatchSampler
 
 CALIBRATION_ORDERS = np.concatenate([
     np.arange(1.25, 2.0, 0.25), np.arange(2.0, 12.0, 0.5), np.arange(12.0, 33.0),
     [36, 40, 44, 48, 56, 64, 80, 96, 128, 160, 192, 256, 384, 512, 1024],
 ])
-"""A coarse subset of the default orders for calibration: an RDP bound on fewer orders is
-still a valid (larger) epsilon, so z calibrated on it meets the target; the reported epsilon
-then uses the full default grid. dp-accounting's fixed-size RDP is slow at high orders."""
+"""A coarse subset of the default orders for calibrating Poisson and full-batch noise: an RDP
+bound on fewer orders is still a valid (larger) epsilon, so z calibrated on it meets the
+target; the reported epsilon then uses the full default grid. Fixed-size batches use
+:func:`dpnet.solvers.rdp_admm_calibration.calibrate_fixed_size` (full grid, fast)."""
 
 
 @functools.lru_cache(maxsize=512)
 def _calibrate(epsilon: float, delta: float, sampling: str, q: float, steps: int,
                n: int) -> float:
+    if sampling == "fixed" and q < 1.0:
+        return calibrate_fixed_size(epsilon, delta, batch_size=fixed_batch_size(q, n), n=n,
+                                    steps=steps)
     return calibrate_noise_multiplier(epsilon, delta, sampling, q, steps, n=n,
                                       orders=CALIBRATION_ORDERS)
 
@@ -51,6 +57,8 @@ def _calibrate(epsilon: float, delta: float, sampling: str, q: float, steps: int
 @functools.lru_cache(maxsize=512)
 def _accounting(sampling: str, q: float, z: float, steps: int, delta: float, n: int,
                 with_pld: bool) -> dict[str, Any]:
+    if sampling == "fixed" and q < 1.0:
+        return exact_accounting(q, z, steps, delta, n)
     return epsilon_for(sampling, q, z, steps, delta, n=n, with_pld=with_pld)
 
 
