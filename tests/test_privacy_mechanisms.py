@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.gaussian_mechanism import get_sigma_gaussian
-from scipy import stats
+from scipy import special, stats
 
 from dpnet.errors import PrivacyError
 from dpnet.privacy import mechanisms as m
@@ -41,7 +41,11 @@ def test_gaussian_noise_sigma_ks() -> None:
     out, event = m.gaussian_mechanism(
         np.zeros(N), l2_sensitivity=0.5, noise_multiplier=3.0, rng=rng(2)
     )
-    assert stats.kstest(out, stats.norm(scale=1.5).cdf).pvalue > 0.01
+    g = 2.0**-17  # largest power of two <= 0.5 * 2^-10 / sqrt(4000) = 7.7e-6
+    assert m.gaussian_grid(0.5, N) == g
+    # noise std 3 (0.5 + sqrt(N) g) = 1.5014 (the smoothing term changes it by 1e-10)
+    sd = 3.0 * (0.5 + math.sqrt(N) * g)
+    assert stats.kstest(out, stats.norm(scale=sd).cdf).pvalue > 0.01
     assert stats.kstest(out, stats.norm(scale=1.7).cdf).pvalue < 1e-3
     assert event == dp_event.GaussianDpEvent(noise_multiplier=3.0)
 
@@ -137,6 +141,8 @@ def test_classic_gaussian_sigma_formula_and_range() -> None:
         lambda: m.laplace_mechanism(np.nan, l1_sensitivity=1.0, epsilon=1.0, rng=rng()),
         lambda: m.laplace_mechanism(1.0, l1_sensitivity=1.0, epsilon=1.0, rng=np.random),
         lambda: m.gaussian_mechanism(1.0, l2_sensitivity=1.0, noise_multiplier=0.0, rng=rng()),
+        lambda: m.gaussian_mechanism(1.0, l2_sensitivity=1.0, noise_multiplier=1e12, rng=rng()),
+        lambda: m.gaussian_mechanism(np.inf, l2_sensitivity=1.0, noise_multiplier=1.0, rng=rng()),
         lambda: m.randomized_response(np.array([0, 1]), keep_prob=0.8, rng=rng()),
         lambda: m.randomized_response(np.array([1, -1]), keep_prob=0.5, rng=rng()),
         lambda: m.randomized_response(np.array([1, -1]), keep_prob=1.2, rng=rng()),
@@ -178,3 +184,102 @@ def test_discrete_laplace_pmf() -> None:
     # exact ratio of neighbouring probabilities at the sensitivity: e^{1/scale}
     assert math.isclose(counts[values == 0][0] / counts[values == 1][0], math.exp(0.5),
                         rel_tol=0.03)
+
+
+def test_gaussian_outputs_live_on_a_data_independent_grid() -> None:
+    """Outputs are exact multiples of a power-of-two grid for any input (Mironov 2012; Jin et
+    al. 2022 for the Gaussian), also for huge values (clipped to +-2^52 g)."""
+    g = m.gaussian_grid(1.0, 3)
+    assert g == 2.0**-11  # largest power of two <= 2^-10 / sqrt(3)
+    for value in ([0.0, 1.0, -2.5], [0.1234567891234, -3.3, 1e6 + 0.1], [1e300, -1e-300, 7.0]):
+        outs = np.array([m.gaussian_mechanism(np.array(value), l2_sensitivity=1.0,
+                                              noise_multiplier=1.0, rng=rng(s))[0]
+                         for s in range(100)])
+        assert np.all(outs / g == np.rint(outs / g))
+        assert np.all(np.abs(outs / g) < 2.0**53)
+    out, _ = m.gaussian_mechanism(0.3, l2_sensitivity=1.0, noise_multiplier=2.0, rng=rng())
+    assert isinstance(out, float) and out / 2.0**-10 == round(out / 2.0**-10)
+
+
+def _discrete_gaussian_logpmf(scale: float, support: np.ndarray) -> np.ndarray:
+    """-y^2 / 2 s^2 - log(normaliser over |y| <= 40 s + 10; the rest is < 1e-300)."""
+    full = np.arange(-int(40 * scale) - 10, int(40 * scale) + 11)
+    return -support**2 / (2 * scale**2) - special.logsumexp(-full**2 / (2 * scale**2))
+
+
+def _discrete_gaussian_pmf(scale: float, support: np.ndarray) -> np.ndarray:
+    return np.exp(_discrete_gaussian_logpmf(scale, support))
+
+
+def test_discrete_gaussian_pmf_chi_square() -> None:
+    k = m.discrete_gaussian(1.5, 200_000, rng(21))
+    assert np.all(k == np.rint(k))
+    values, counts = np.unique(k, return_counts=True)
+    mask = np.abs(values) <= 6
+    for scale, ok in ((1.5, True), (1.55, False)):  # the test rejects a 3 % wrong scale
+        expected = _discrete_gaussian_pmf(scale, values[mask])
+        expected *= counts[mask].sum() / expected.sum()
+        p = stats.chisquare(counts[mask], expected).pvalue
+        assert (p > 1e-3) if ok else (p < 1e-6)
+    centre = np.abs(values) <= 4
+    assert np.allclose(counts[centre] / k.size, _discrete_gaussian_pmf(1.5, values[centre]),
+                       rtol=0.05)
+
+
+def test_discrete_gaussian_variance_large_scale() -> None:
+    n, scale = 100_000, 300.0
+    k = m.discrete_gaussian(scale, (n // 2, 2), rng(22))
+    assert k.shape == (n // 2, 2)
+    exact = float(np.sum(np.arange(-12000, 12001) ** 2 * _discrete_gaussian_pmf(
+        scale, np.arange(-12000, 12001))))
+    assert exact == pytest.approx(scale**2, rel=1e-12)  # N_Z variance = s^2 - O(e^{-2pi^2 s^2})
+    ratio = k.var() / exact
+    assert abs(ratio - 1) < 4 * math.sqrt(2 / n)  # 4 standard errors of a sample variance
+    assert abs(ratio * (300.0 / 306.0) ** 2 - 1) > 4 * math.sqrt(2 / n)  # 2 % off is caught
+    assert abs(k.mean()) < 4 * scale / math.sqrt(n)
+
+
+@pytest.mark.parametrize("scale", [0.4, 1.0, 3.0])
+def test_discrete_gaussian_renyi_bound(scale: float) -> None:
+    """D_alpha(N_Z(v, s^2) || N_Z(0, s^2)) <= alpha v^2 / (2 s^2) for integer v (CKS 2020),
+    with equality when alpha v is an integer: the RDP of the continuous Gaussian."""
+    y = np.arange(-400, 401)
+    for v in (1, 2, 3):
+        for alpha in (1.5, 2.0, 3.7, 8.0):
+            logp = _discrete_gaussian_logpmf(scale, y - v)
+            logq = _discrete_gaussian_logpmf(scale, y)
+            d_alpha = special.logsumexp(alpha * logp + (1 - alpha) * logq) / (alpha - 1)
+            bound = alpha * v**2 / (2 * scale**2)
+            assert d_alpha <= bound * (1 + 1e-12)
+            if float(alpha * v).is_integer():
+                assert d_alpha == pytest.approx(bound, rel=1e-10)
+
+
+def test_plain_discrete_gaussian_delta_can_exceed_the_continuous_one() -> None:
+    """Why the smoothing term: N_Z(0, 0.25) on a sensitivity-1 integer query has, at epsilon=1,
+    delta = sum_y (P(y) - e P(y - 1))_+ = 0.603 > 0.510 for the continuous Gaussian."""
+    y = np.arange(-50, 51)
+    p, q = _discrete_gaussian_pmf(0.5, y), _discrete_gaussian_pmf(0.5, y - 1)
+    delta_discrete = float(np.sum(np.clip(p - math.e * q, 0, None)))
+    assert delta_discrete == pytest.approx(0.6032, abs=1e-4)
+    assert m._analytic_gaussian_delta(0.5, 1.0) == pytest.approx(0.5099, abs=1e-4)
+
+
+def _smoothed_pmf(tau: float, r: float, y: np.ndarray) -> np.ndarray:
+    """P(Y = y) for Z ~ N(0, tau^2), Y ~ N_Z(Z, r^2), by 120-node Gauss-Hermite quadrature."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(120)
+    z = tau * nodes
+    lattice = np.arange(-200, 201)
+    norm = np.exp(-(lattice[None, :] - z[:, None]) ** 2 / (2 * r**2)).sum(axis=1)
+    cond = np.exp(-(y[None, :] - z[:, None]) ** 2 / (2 * r**2)) / norm[:, None]
+    return weights @ cond / weights.sum()
+
+
+def test_smoothing_makes_the_release_a_post_processed_continuous_gaussian() -> None:
+    """Z ~ N(0, tau^2) then N_Z(Z, r^2) has the pmf of N_Z(0, tau^2 + r^2) up to a factor
+    1 +- eta, eta = 2 sum_j exp(-2 pi^2 r^2 j^2) (< 1e-136 at r = 4); not so for small r."""
+    y = np.arange(-25, 26)
+    tau = 1.3
+    for r, close in ((m.SMOOTHING, True), (0.25, False)):
+        ratio = _smoothed_pmf(tau, r, y) / _discrete_gaussian_pmf(math.hypot(tau, r), y)
+        assert bool(np.max(np.abs(ratio - 1)) < 1e-12) is close
