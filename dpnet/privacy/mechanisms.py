@@ -140,19 +140,19 @@ def gaussian_mechanism(
     Jin, McMurtry, Rubinstein & Ohrimenko 2022). Here, with m = noise_multiplier, Delta =
     l2_sensitivity, d = value.size and g = :func:`gaussian_grid` (a power of two):
 
-        k = rint(value / g) in Z^d,   out = (k + Y) g,   Y_j iid N_Z(0, s^2),
-        s^2 = (m Delta_Z)^2 + r^2,    Delta_Z = Delta / g + sqrt(d),   r = SMOOTHING = 4,
+        u = clip(value / g, +-2^52),  k = rint(u) in Z^d,  out = (k + Y) g,  Y_j iid N_Z(0, s^2),
+        s^2 = ((m Delta_Z)^2 + r^2)(1 + 2^-40),  Delta_Z = Delta / g + sqrt(d),  r = SMOOTHING = 4,
 
-    N_Z the discrete Gaussian (:func:`discrete_gaussian`). k + Y is an integer below 2^53 in
-    magnitude (k is clipped to +-2^52 g, a 1-Lipschitz map), so out is an exact multiple of g
-    whatever the data. Noise std <= s g <= m Delta (1 + 2^-10) sqrt(1 + (r / (m Delta_Z))^2)
-    (1 + 2^-41) (s^2 is rounded up by 2^-40 relative so that floating point cannot shrink it).
+    N_Z the discrete Gaussian (:func:`discrete_gaussian`). s <= 2^40 is required, so k + Y is
+    an integer below 2^53 in magnitude (|Y| >= 2^52 would take 4096 standard deviations) and
+    out is an exact multiple of g whatever the data. Noise std < s g <= m Delta (1 + 2^-10)
+    (1 + 8e-6 / m^2) (1 + 2^-41); the factor 1 + 2^-40 keeps floating point from shrinking s.
 
-    Sensitivity. |k_j - value_j / g| <= 1/2, so for neighbours
-    ||k - k'||_2 <= ||value - value'||_2 / g + ||(k - value/g) - (k' - value'/g)||_2
-    <= Delta / g + sqrt(d) = Delta_Z (each coordinate of the second difference is <= 1).
+    Sensitivity. The clip is 1-Lipschitz and |k_j - u_j| <= 1/2, so for neighbours
+    ||k - k'||_2 <= ||u - u'||_2 + ||(k - u) - (k' - u')||_2 <= Delta / g + sqrt(d) = Delta_Z
+    (each coordinate of the second difference is at most 1).
 
-    RDP (exact, Canonne, Kamath & Steinke 2020, Thm 14): for v in Z^d, per coordinate
+    RDP (exact; Canonne, Kamath & Steinke 2020, multivariate zCDP): for v in Z^d, per coordinate
     alpha (y - v)^2 + (1 - alpha) y^2 = (y - alpha v)^2 - alpha (alpha - 1) v^2 and
     sum_y exp(-(y - c)^2 / 2s^2) <= sum_y exp(-y^2 / 2s^2) for real c (Poisson summation), so
     D_alpha(N_Z(v, s^2 I) || N_Z(0, s^2 I)) <= alpha ||v||^2 / (2 s^2) <= alpha / (2 m^2).
