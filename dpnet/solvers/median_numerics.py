@@ -57,16 +57,16 @@ def residuals(X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
 
 
 def _design_gram(X: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """(1/n) sum_i h_i z_i z_i^T with z_i = (1, x_i), touching only rows with h_i != 0."""
+    """(1/n) sum_i h_i z_i z_i^T with z_i = (1, x_i); rows with h_i = 0 are dropped when they
+    are the majority (Huber curvature), and the sums are BLAS products, not axis reductions."""
     n, d = X.shape
-    idx = np.flatnonzero(h)
-    if idx.size < n:
+    if np.count_nonzero(h) < n // 2:
+        idx = np.flatnonzero(h)
         X, h = X[idx], h[idx]
-    hx = X * h[:, None]
     out = np.empty((d + 1, d + 1))
     out[0, 0] = h.sum()
-    out[0, 1:] = out[1:, 0] = hx.sum(axis=0)
-    out[1:, 1:] = X.T @ hx
+    out[0, 1:] = out[1:, 0] = h @ X
+    out[1:, 1:] = X.T @ (X * h[:, None])
     return out / n
 
 
