@@ -3,13 +3,17 @@ coverage against epsilon for ssADMM, DP-SGD, mpADMM, DP-ADMM and ADMM-objP, with
 non-private optimum (L-BFGS-B on w = u - v, an independent solver) and the majority class.
 
     python benchmarks/rdp_admm_experiments.py --mode quick   # < 5 min on 2 cores
+    python benchmarks/rdp_admm_experiments.py --mode large   # 10-fold CV on Adult, ~40 CPU-min
     python benchmarks/rdp_admm_experiments.py --mode full    # paper grid, 10 folds x 10 repeats
 
+Settings: ``dpnet.solvers.rdp_admm.make_estimators`` (paper values and TUNED_SETTINGS, chosen
+by benchmarks/rdp_admm_tuning.py on synthetic data only; no setting was chosen on Adult).
 Data: Adult (a9a train + test, 48,842 rows, intercept column, rows divided by the public bound
 sqrt(15) = max ones per row incl. intercept), the paper's synthetic design (40,000 rows; quick:
-10,000) and optionally a user-supplied IPUMS-BR file (--ipums PATH). Writes
-benchmarks/out/rdp_admm_runs.csv (one row per fit), rdp_admm_summary.csv (mean and standard
-error over folds x repeats) and one PNG per dataset and loss.
+10,000; seeds other than the tuning's) and optionally a user-supplied IPUMS-BR file
+(--ipums PATH). Writes benchmarks/out/rdp_admm_runs_MODE.csv (one row per fit),
+rdp_admm_summary_MODE.csv (mean and standard error over folds x repeats) and one PNG per data
+set and loss; prints the tables and the paired ssADMM - DP-SGD differences.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ LAMBDAS = (1e-4, 1e-3)
 MODES = {
     "quick": {"epsilons": (0.1, 0.5, 1.0), "folds": 3, "repeats": 1, "n_synthetic": 10_000,
               "synthetic_sets": 1, "losses": ("logistic",)},
+    "large": {"epsilons": (0.1, 0.3, 0.5, 0.7, 1.0), "folds": 10, "repeats": 1,
+              "n_synthetic": 40_000, "synthetic_sets": 0, "losses": ("logistic",)},
     "full": {"epsilons": tuple(np.round(np.arange(0.1, 1.01, 0.1), 1)), "folds": 10,
              "repeats": 10, "n_synthetic": 40_000, "synthetic_sets": 10,
              "losses": ("logistic", "huberized_hinge")},
@@ -156,7 +162,7 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def plot(summary: list[dict], out: Path) -> None:
+def plot(summary: list[dict], out: Path, mode: str) -> None:
     combos = sorted({(s["dataset"], s["loss"]) for s in summary})
     for ds, loss in combos:
         synthetic = ds == "synthetic"
@@ -182,11 +188,31 @@ def plot(summary: list[dict], out: Path) -> None:
                 ax.set_title(f"{ds}, {loss}, lambda = {lam:g}")
         axes[0][0].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(out / f"rdp_admm_{ds}_{loss}.png", dpi=110)
+        fig.savefig(out / f"rdp_admm_{ds}_{loss}_{mode}.png", dpi=110)
         plt.close(fig)
 
 
-def report(summary: list[dict]) -> None:
+def paired_comparison(rows: list[dict]) -> None:
+    """ssADMM minus DP-SGD per fit pair (same fold, repeat, lambda, epsilon): mean +- se."""
+    pairs: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for r in rows:
+        if r["method"] in ("ssADMM", "DP-SGD"):
+            key = (r["dataset"], r["loss"], r["lambda"], r["epsilon"], r["repeat"], r["fold"])
+            pairs[key][r["method"]] = r
+    diffs: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for key, pair in pairs.items():
+        a, b = pair["ssADMM"], pair["DP-SGD"]
+        diffs[key[:4]].append((a["test_accuracy"] - b["test_accuracy"],
+                               a["test_objective"] - b["test_objective"]))
+    print("\nssADMM - DP-SGD, paired over folds x repeats: accuracy, objective (mean +- se)")
+    for key in sorted(diffs):
+        d = np.array(diffs[key])
+        se = d.std(axis=0, ddof=1) / math.sqrt(len(d)) if len(d) > 1 else np.zeros(2)
+        print(f"  {key[0]:9s} {key[1]:15s} lambda = {key[2]:g}, eps = {key[3]:g}: "
+              f"{d[:, 0].mean():+.4f} +- {se[0]:.4f}, {d[:, 1].mean():+.4f} +- {se[1]:.4f}")
+
+
+def report(summary: list[dict], rows: list[dict]) -> None:
     """The checks of issue 5: ssADMM on Adult at eps = 1, lambda = 1e-4, and ssADMM vs DP-SGD."""
     def get(ds, loss, lam, method, eps):
         for s in summary:
@@ -211,6 +237,7 @@ def report(summary: list[dict]) -> None:
                 s = get(ds, loss, lam, ref, math.inf)
                 if s:
                     print(f"  {ref:10s} {s['test_accuracy_mean']:.4f}")
+    paired_comparison(rows)
     s = get("adult", "logistic", 1e-4, "ssADMM", 1.0)
     if s:
         verdict = "meets" if s["test_accuracy_mean"] >= 0.82 else "misses"
@@ -239,10 +266,10 @@ def main() -> None:
     start = time.time()
     rows = run(cfg, args.ipums, args.seed)
     summary = summarise(rows)
-    write_csv(args.out / "rdp_admm_runs.csv", rows)
-    write_csv(args.out / "rdp_admm_summary.csv", summary)
-    plot(summary, args.out)
-    report(summary)
+    write_csv(args.out / f"rdp_admm_runs_{args.mode}.csv", rows)
+    write_csv(args.out / f"rdp_admm_summary_{args.mode}.csv", summary)
+    plot(summary, args.out, args.mode)
+    report(summary, rows)
     print(f"\n{len(rows)} rows in {time.time() - start:.0f} s; outputs in {args.out}")
 
 

@@ -13,11 +13,13 @@ import dpnet
 from dpnet.errors import ConfigError, DataError, PrivacyError
 from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.solvers.rdp_admm import (
+    TUNED_SETTINGS,
     ADMMObjPClassifier,
     DPADMMClassifier,
     DPSGDClassifier,
     MPADMMClassifier,
     SSADMMClassifier,
+    make_estimators,
     run_rdp_admm_baselines,
 )
 from dpnet.solvers.rdp_admm_data import coverage, make_synthetic, true_model
@@ -120,3 +122,19 @@ def test_run_rdp_admm_baselines_records_every_fit() -> None:
     assert 1.0 < ledger.epsilon() < 5.0
     assert out["true_model_test_accuracy"] > 0.9
     assert not math.isnan(out["methods"]["ssADMM"]["test_objective"])
+
+
+@pytest.mark.parametrize("loss", ["logistic", "huberized_hinge"])
+def test_make_estimators_applies_the_synthetic_tuned_settings(loss: str) -> None:
+    ests = make_estimators(lam=1e-3, epsilon=0.5, delta=1e-7, seed=3, loss=loss)
+    for name, setting in TUNED_SETTINGS[loss].items():
+        params = ests[name].get_params()
+        assert {k: params[k] for k in setting} == setting, name
+        assert (params["lam"], params["loss"], params["epsilon"], params["delta"],
+                params["random_state"]) == (1e-3, loss, 0.5, 1e-7, 3)
+    short = make_estimators(lam=1e-3, epsilon=0.5, delta=1e-7, seed=3, loss=loss,
+                            n_epochs=3, full_batch_epochs=7)
+    assert short["ssADMM"].n_epochs == short["DP-SGD"].n_epochs == 3
+    assert short["mpADMM"].n_epochs == short["DP-ADMM"].n_iter == 7
+    with pytest.raises(ConfigError, match="loss"):
+        make_estimators(lam=1e-3, epsilon=0.5, delta=1e-7, seed=3, loss="hinge")
