@@ -3,7 +3,7 @@ coverage against epsilon for ssADMM, DP-SGD, mpADMM, DP-ADMM and ADMM-objP, with
 non-private optimum (L-BFGS-B on w = u - v, an independent solver) and the majority class.
 
     python benchmarks/rdp_admm_experiments.py --mode quick   # < 5 min on 2 cores
-    python benchmarks/rdp_admm_experiments.py --mode large   # 10-fold CV on Adult, ~40 CPU-min
+    python benchmarks/rdp_admm_experiments.py --mode large   # Adult, 10-fold CV x 2, ~35 CPU-min
     python benchmarks/rdp_admm_experiments.py --mode full    # paper grid, 10 folds x 10 repeats
 
 Settings: ``dpnet.solvers.rdp_admm.make_estimators`` (paper values and TUNED_SETTINGS, chosen
@@ -43,7 +43,7 @@ LAMBDAS = (1e-4, 1e-3)
 MODES = {
     "quick": {"epsilons": (0.1, 0.5, 1.0), "folds": 3, "repeats": 1, "n_synthetic": 10_000,
               "synthetic_sets": 1, "losses": ("logistic",)},
-    "large": {"epsilons": (0.1, 0.3, 0.5, 0.7, 1.0), "folds": 10, "repeats": 1,
+    "large": {"epsilons": (0.1, 0.3, 0.5, 0.7, 1.0), "folds": 10, "repeats": 2,
               "n_synthetic": 40_000, "synthetic_sets": 0, "losses": ("logistic",)},
     "full": {"epsilons": tuple(np.round(np.arange(0.1, 1.01, 0.1), 1)), "folds": 10,
              "repeats": 10, "n_synthetic": 40_000, "synthetic_sets": 10,
