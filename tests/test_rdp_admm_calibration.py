@@ -59,5 +59,7 @@ def test_bad_calibration_input() -> None:
         cal.calibrate_fixed_size(0.0, 1e-6, batch_size=4, n=100, steps=10)
     with pytest.raises(PrivacyError, match="batch_size < n"):
         cal.calibrate_fixed_size(1.0, 1e-6, batch_size=100, n=100, steps=10)
+    with pytest.raises(PrivacyError, match="steps >= 1"):
+        cal.calibrate_fixed_size(1.0, 1e-6, batch_size=4, n=100, steps=2.5)
     with pytest.raises(PrivacyError, match="orders > 1"):
         cal.fixed_size_rdp(0.1, 1.0, [1.0, 2.0])

@@ -117,11 +117,11 @@ def calibrate_fixed_size(target_epsilon: float, delta: float, *, batch_size: int
     target = float(target_epsilon)
     if not (target > 0 and math.isfinite(target)):
         raise PrivacyError(f"target epsilon must be a finite positive number, got {target}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1 or not (
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1 or not (
             1 <= batch_size < n):
         raise PrivacyError(f"need steps >= 1 and 1 <= batch_size < n, got {steps}, "
                            f"{batch_size}, {n}")
-    q, grid = batch_size / n, tuple(float(o) for o in orders)
+    steps, q, grid = int(steps), batch_size / n, tuple(float(o) for o in orders)
     a = np.asarray(grid)
 
     def fast_eps(z: float) -> float:
