@@ -46,6 +46,7 @@ from dpnet.solvers.rdp_admm_common import (
     get_loss,
     linearised_x_update,
     objective,
+    release,
     zy_update,
 )
 from dpnet.solvers.rdp_admm_privacy import check_delta, gaussian_composition_privacy
@@ -100,8 +101,8 @@ class DPADMMClassifier(LinearClassifierMixin):
         for _ in range(iters):
             for j, rows in enumerate(shards):
                 g = clipped_gradient_sum(loss, A[rows], ypm[rows], xs[j], clip) / n
-                xs[j] = linearised_x_update(xs[j], z, ys[j], g, eta, rho)
-                xs[j] += mult * sens * rng.standard_normal(p)
+                xs[j] = release(linearised_x_update(xs[j], z, ys[j], g, eta, rho), sens, mult,
+                                rng)
             z = soft_threshold(np.mean(xs + ys / rho, axis=0), lam / (parties * rho))
             ys += rho * (xs - z)
             history.append(objective(loss, A, ypm, z, lam))

@@ -23,6 +23,7 @@ from dpnet.errors import ConfigError, DataError
 from dpnet.losses.huberized_hinge import huberized_hinge_dloss, huberized_hinge_loss
 from dpnet.losses.logistic import logistic_dloss, logistic_loss
 from dpnet.penalties.l1 import soft_threshold
+from dpnet.privacy.mechanisms import gaussian_mechanism
 
 LOSS_NAMES = ("logistic", "huberized_hinge")
 SAMPLINGS = ("fixed", "poisson")
@@ -213,3 +214,14 @@ class LinearClassifierMixin:
     def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Mean accuracy."""
         return float(np.mean(self.predict(X) == np.asarray(y)))
+
+
+def release(value: np.ndarray, l2_sensitivity: float, noise_multiplier: float,
+            rng: np.random.Generator) -> np.ndarray:
+    """A Gaussian release through the privacy core (grid + discrete Gaussian); the value itself
+    when the noise is off (noise_multiplier = 0, non-private runs)."""
+    if noise_multiplier == 0:
+        return value
+    out, _ = gaussian_mechanism(value, l2_sensitivity=l2_sensitivity,
+                                noise_multiplier=noise_multiplier, rng=rng)
+    return out

@@ -41,6 +41,7 @@ from dpnet.solvers.rdp_admm_common import (
     get_loss,
     linearised_x_update,
     objective,
+    release,
     zy_update,
 )
 from dpnet.solvers.rdp_admm_privacy import gaussian_composition_privacy
@@ -112,12 +113,12 @@ class MPADMMClassifier(LinearClassifierMixin):
         for _ in range(epochs):
             x, z_exact, y_exact = mpadmm_epoch(loss, A, ypm, x, z, yd, eta=eta, rho=rho,
                                                lam=lam, clip=clip)
-            x = x + mult * dx * rng.standard_normal(p)
+            x = release(x, dx, mult, rng)
             if self.perturb == "x":
                 z, yd = zy_update(x, yd, rho, lam)
             else:
-                z = z_exact + mult * dz * rng.standard_normal(p)
-                yd = y_exact + mult * dy * rng.standard_normal(p)
+                z = release(z_exact, dz, mult, rng)
+                yd = release(y_exact, dy, mult, rng)
             history.append(objective(loss, A, ypm, z, lam))
         self.coef_ = z
         self.history_ = np.asarray(history)
