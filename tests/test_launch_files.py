@@ -112,25 +112,16 @@ def test_scripts_refuse_missing_venv_and_hostfile(tmp_path: Path) -> None:
     shutil.which("mpiexec", path=str(Path(sys.prefix) / "bin")) is None,
     reason="no mpiexec in the venv",
 )
+def _launcher_help(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+
+
 def test_local_and_cluster_launchers_start_ranks(tmp_path: Path) -> None:
     env = dict(os.environ, DPNET_VENV=sys.prefix)
-    proc = subprocess.run(
-        [str(LAUNCH / "local.sh"), "-n", "2", "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "usage" in proc.stdout.lower()
     hosts = tmp_path / "hosts"
     hosts.write_text("localhost:2\n")  # hydra starts local hosts without ssh
-    proc = subprocess.run(
-        [str(LAUNCH / "cluster.sh"), str(hosts), "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "usage" in proc.stdout.lower()
+    for args in ([str(LAUNCH / "local.sh"), "-n", "2", "--help"],
+                 [str(LAUNCH / "cluster.sh"), str(hosts), "--help"]):
+        proc = _launcher_help(args, env)
+        assert proc.returncode == 0, proc.stderr
+        assert "usage" in proc.stdout.lower()
