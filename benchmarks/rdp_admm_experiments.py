@@ -85,7 +85,8 @@ def datasets(cfg: dict, ipums: str | None, seed: int):
         X, y = make_synthetic(cfg["n_synthetic"], rng=np.random.default_rng(seed + 1000 + k))
         yield f"synthetic{k}", X, y, True
     if ipums:
-        X, y = load_ipums(ipums)
+        # public bounds (--ipums-bounds), never the data's own column extremes
+        X, y = load_ipums(ipums, bounds=cfg["ipums_bounds"])
         X = np.hstack([X, np.ones((len(y), 1))])
         yield "ipums", scale_rows(X, math.sqrt(X.shape[1])), y, False
 
@@ -250,13 +251,16 @@ def main() -> None:
     ap.add_argument("--mode", choices=sorted(MODES), default="quick")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out")
     ap.add_argument("--ipums", default=None, help="user-supplied IPUMS-BR file (optional)")
+    ap.add_argument("--ipums-bounds", default="0,1",
+                    help="public LOWER,UPPER feature bounds for --ipums (scaled to [0, 1])")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--datasets", default="adult,synthetic", help="comma-separated subset")
     ap.add_argument("--losses", default=None, help="override, e.g. huberized_hinge")
     ap.add_argument("--folds", type=int, default=None, help="override the mode's folds")
     ap.add_argument("--repeats", type=int, default=None, help="override the mode's repeats")
     args = ap.parse_args()
-    cfg = {**MODES[args.mode], "datasets": tuple(args.datasets.split(","))}
+    cfg = {**MODES[args.mode], "datasets": tuple(args.datasets.split(",")),
+           "ipums_bounds": tuple(float(b) for b in args.ipums_bounds.split(","))}
     for key in ("folds", "repeats"):
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)

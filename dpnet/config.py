@@ -6,6 +6,7 @@ import argparse
 import math
 from dataclasses import asdict, dataclass
 
+from dpnet.data.labels import LabelDomain
 from dpnet.errors import ConfigError
 from dpnet.network.topology import TOPOLOGY_NAMES
 
@@ -35,6 +36,7 @@ class RunConfig:
     topology_seed: int = 0
     data: str | None = None
     groups: str | None = None
+    labels: str | None = None
     test_data: str | None = None
     test_fraction: float = 0.25
     n_samples: int = 2000
@@ -43,6 +45,7 @@ class RunConfig:
     label_rule: str = "bernoulli"
     shard_sizes: tuple[int, ...] | None = None
     output: str | None = None
+    oracle_output: str | None = None
     plot: str | None = None
     progress_every: int = 50
     baselines: tuple[str, ...] = ()
@@ -87,6 +90,9 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        LabelDomain.parse(self.labels)
+        if self.oracle_output is not None and self.oracle_output == self.output:
+            raise ConfigError("--oracle-output must be another file than --output")
         for name in self.baselines:
             if name not in BASELINES:
                 raise ConfigError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
@@ -149,7 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "every machine loads its own file (e.g. 'shards/part-{rank}.npz')")
     g.add_argument("--groups", default=None,
                    help="'size:K', comma-separated ids, or a file with one id per column")
-    g.add_argument("--test-data", default=None, help="held-out file (default: split --data)")
+    g.add_argument("--labels", default=None, metavar="NEG,POS",
+                   help="the public label domain: the file values meaning -1 and +1 "
+                   "(default: -1 or 0 -> -1, 1 -> +1); a machine may hold one class only")
+    g.add_argument("--test-data", default=None,
+                   help="a PUBLIC test file, scored on its labels as given (default: hold out "
+                   "--test-fraction of --data, whose labels are randomized like all others)")
     g.add_argument("--test-fraction", type=float, default=0.25)
     g.add_argument("--n-samples", type=int, default=2000, help="synthetic training rows")
     g.add_argument("--n-test", type=int, default=1000, help="synthetic test rows")
@@ -161,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run seed (reproducible; whoever knows it can undo the RR). Default: "
                    "every machine draws its own OS entropy")
     g.add_argument("--output", default=None, help="results JSON file (written by rank 0)")
+    g.add_argument("--oracle-output", default=None, metavar="FILE",
+                   help="simulation oracles (true-label objective, flip counts, raw-label "
+                   "accuracy) to this separate JSON file: NOT covered by the privacy guarantee")
     g.add_argument("--plot", default=None, help="convergence figure (PNG) written by rank 0")
     g.add_argument("--progress-every", type=int, default=50, help="rounds between progress lines")
     g.add_argument("--baselines", default="",

@@ -11,9 +11,11 @@ import numpy as np
 from dpnet.config import RunConfig
 from dpnet.data.dataset import GroupData, to_pm1
 from dpnet.data.partition import split_rows
-from dpnet.job import Problem, build_report, group_weights, machine_main, make_shards
+from dpnet.decentralized.boundary import RawShard
+from dpnet.job import PublicSetUp, group_weights, machine_main
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology, describe_topology, validate_topology
+from dpnet.report import build_report
 
 
 class DecentralizedGroupLassoLogistic:
@@ -65,16 +67,18 @@ class DecentralizedGroupLassoLogistic:
         _, groups = np.unique(groups, return_inverse=True)
         train = GroupData(X, to_pm1(y), groups.astype(np.int64)).validate("fit")
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
-        problem = Problem(train, None, split_rows(train.n_samples, self.n_machines),
-                          train.groups, group_weights(train.groups, self.group_weights),
-                          self.random_state)
-        shards = make_shards(problem)
+        weights = group_weights(train.groups, self.group_weights)
+        shards = [RawShard(np.ascontiguousarray(train.X[idx]), train.y[idx], train.n_samples,
+                           train.groups, weights, self.random_state)
+                  for idx in split_rows(train.n_samples, self.n_machines)]
+        public = PublicSetUp(train.groups, weights, None, None, "split by the estimator")
         diameter = nx.diameter(graph)
         outcomes = run_in_process(graph, lambda comm: machine_main(
             comm, shards[comm.rank], config, diameter))
-        self.report_: dict[str, Any] = build_report(config, graph, describe_topology(graph),
-                                                    problem, outcomes, 0.0, "inprocess")
-        self.machine_coefs_ = np.stack([o.result.z for o in outcomes])
+        releases = [o.release for o in outcomes]
+        self.report_: dict[str, Any] = build_report(config, describe_topology(graph), public,
+                                                    releases, 0.0, "inprocess")
+        self.machine_coefs_ = np.stack([r.result.z for r in releases])
         self.coef_ = np.asarray(self.report_["coef"])
         self.intercept_ = float(self.report_["intercept"])
         self.n_rounds_ = int(self.report_["rounds"])

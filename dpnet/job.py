@@ -1,74 +1,73 @@
-"""The main job's pieces that do not depend on the backend.
+"""Set-up and per-machine work of the main job (backend independent).
 
-``prepare_problem`` (rank 0): load or generate data, split rows over machines.
-``machine_main`` (every machine): randomized response on its own labels with its own random
-stream, then the decentralized ADMM. ``build_report`` (rank 0): one JSON-ready dict.
+Data flow and the release boundary (docs/privacy.md, "The release boundary"):
+
+    rank 0 (single data file or synthetic data): load -> split rows -> one RawShard per
+        machine; held-out rows -> randomized response with rank 0's own stream ->
+        EvaluationSet (randomized labels only). A public --test-data file is used as is.
+    every machine: RawShard -> cross_boundary (randomized response, own stream)
+        -> PrivateShard -> ADMM rounds -> MachineRelease
+    ---- from here on only public inputs and randomized labels flow ----
+    rank 0: MachineReleases + PublicSetUp -> report, summary, plot (dpnet.report)
+
+Raw labels exist only in RawShard, in LabelOracle and in ``SetUp.holdout_raw``; the latter two
+are kept only when an oracle file was asked for, and only dpnet.oracle reads them.
+
+Delivering a RawShard from rank 0 (``--data FILE``) stands for each machine reading its own
+rows in a simulation; with ``--data 'part-{rank}.npz'`` every machine loads its own file and
+rank 0 never sees another machine's rows.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import networkx as nx
 import numpy as np
+from dp_accounting import dp_event
 
 from dpnet.config import RunConfig
 from dpnet.data.dataset import GroupData
+from dpnet.data.labels import LabelDomain
 from dpnet.data.loaders import load_dataset
 from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.data.synthetic import make_group_logistic
-from dpnet.decentralized.admm import ADMMConfig, MachineResult, ProgressRecord, run_machine
-from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss
+from dpnet.decentralized.admm import ADMMConfig, MachineResult, run_machine
+from dpnet.decentralized.boundary import (
+    LabelOracle,
+    PrivateShard,
+    RawShard,
+    cross_boundary,
+    randomize_labels,
+)
+from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss, local_objective
 from dpnet.errors import ConfigError
-from dpnet.penalties.group import group_norms, group_penalty, groups_from_labels
-from dpnet.privacy.ledger import PrivacyLedger
-from dpnet.privacy.mechanisms import randomized_response
+from dpnet.evaluation import PUBLIC, RANDOMIZED, EvaluationSet
+from dpnet.penalties.group import groups_from_labels
 
-SELECT_RTOL = 1e-6
-STOP_WARNINGS = {
-    "diverged": "the iterates ran away (||theta|| > --max-coef-norm): the objective may have "
-                "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
-                "coefficients are not an optimum",
-    "max_rounds": "--max-rounds reached before the residuals fell below --tol",
-}
-RR_RELATION = "replace_one"
-RR_PROTECTS = "labels"
-FEATURES_NOTE = ("features are NOT protected: randomized response privatises labels only "
-                 "(epsilon-label-DP for one replaced label)")
+RANK_PLACEHOLDER = "{rank}"
+HOLDOUT_PART = "held-out rows"
 
 
 @dataclass(frozen=True)
-class Shard:
-    """What one machine receives at set-up: its rows and the public problem description."""
+class PublicSetUp:
+    """Rank 0's public description of the problem: what the report may use."""
 
-    X: np.ndarray
-    y: np.ndarray
-    n_total: int
     group_labels: np.ndarray
     group_weights: np.ndarray
-    seed_entropy: int | None
+    evaluation: EvaluationSet | None
+    holdout_event: dp_event.DpEvent | None
+    data_layout: str
 
 
-@dataclass
-class Problem:
-    """Rank 0's view: training and test data, the shards' row indices, group structure.
+@dataclass(frozen=True)
+class SetUp:
+    """Rank 0's set-up: raw shards to deliver, the public part, held-out raw labels (oracle)."""
 
-    ``train`` and ``parts`` are None when every machine loads its own shard (rank 0 then
-    never sees the other machines' rows).
-    """
-
-    train: GroupData | None
-    test: GroupData | None
-    parts: list[np.ndarray] | None
-    group_labels: np.ndarray
-    group_weights: np.ndarray
-    seed_entropy: int | None
+    shards: list[RawShard] | None
+    public: PublicSetUp
+    holdout_raw: np.ndarray | None
 
 
 def group_weights(groups: np.ndarray, kind: str) -> np.ndarray:
@@ -76,45 +75,81 @@ def group_weights(groups: np.ndarray, kind: str) -> np.ndarray:
     return np.ones(len(sizes)) if kind == "ones" else np.sqrt(sizes.astype(float))
 
 
-def prepare_problem(config: RunConfig, n_machines: int) -> Problem:
-    """Rank 0: data (synthetic from ``config.seed`` or loaded), test split, row partition."""
-    seed_entropy = config.seed
+def holdout_rng(seed: int | None, n_machines: int) -> np.random.Generator:
+    """Rank 0's stream for the held-out rows' randomized response: child J + 1 of the run
+    seed (after the data stream 0 and the machines 1..J), or fresh OS entropy."""
+    if seed is None:
+        return np.random.default_rng()
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(n_machines + 2)[-1])
+
+
+def machine_rng(seed_entropy: int | None, rank: int, size: int) -> np.random.Generator:
+    """Machine ``rank``'s own stream: child ``rank + 1`` of the run seed (child 0 is rank 0's
+    data stream), or fresh OS entropy drawn on this machine when no seed is given."""
+    if seed_entropy is None:
+        return np.random.default_rng()
+    return np.random.default_rng(np.random.SeedSequence(seed_entropy).spawn(size + 1)[rank + 1])
+
+
+def _labels(config: RunConfig) -> LabelDomain:
+    return LabelDomain.parse(config.labels)
+
+
+def load_public_test(config: RunConfig, n_features: int) -> EvaluationSet | None:
+    """``--test-data``: a file the user declares public; its labels are used as they are."""
+    if config.test_data is None:
+        return None
+    test = load_dataset(config.test_data, groups=config.groups, labels=_labels(config))
+    if test.n_features != n_features:
+        raise ConfigError(f"--test-data has {test.n_features} columns, the training data "
+                          f"{n_features}")
+    return EvaluationSet(test.X, test.y, PUBLIC)
+
+
+def _randomized_holdout(holdout: GroupData, config: RunConfig, n_machines: int
+                        ) -> tuple[EvaluationSet, dp_event.DpEvent]:
+    p = config.keep_probability
+    noisy, event = randomize_labels(holdout.y, p, holdout_rng(config.seed, n_machines),
+                                    HOLDOUT_PART)
+    return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), event
+
+
+def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
+    """Rank 0: training rows (synthetic from ``config.seed`` or one file), held-out rows, shards.
+
+    Held-out rows split off the private data (or generated with it) are private rows too:
+    their labels go through randomized response before anything is computed from them.
+    """
     data_rng = np.random.default_rng(np.random.SeedSequence(config.seed).spawn(1)[0]) \
         if config.seed is not None else np.random.default_rng()
+    holdout = None
     if config.data is None:
         train = make_group_logistic(config.n_samples, n_groups=config.n_groups,
-                                    label_rule=config.label_rule, rng=data_rng).validate()
-        test = make_group_logistic(config.n_test, n_groups=config.n_groups,
-                                   label_rule=config.label_rule, rng=data_rng).validate() \
-            if config.n_test > 0 else None
+                                    label_rule=config.label_rule, rng=data_rng)
+        if config.n_test > 0:
+            holdout = make_group_logistic(config.n_test, n_groups=config.n_groups,
+                                          label_rule=config.label_rule, rng=data_rng)
+        public_test = None
     else:
-        full = load_dataset(config.data, groups=config.groups)
-        if config.test_data is not None:
-            train = full
-            test = load_dataset(config.test_data, groups=config.groups)
-            if test.n_features != train.n_features:
-                raise ConfigError(f"--test-data has {test.n_features} columns, --data has "
-                                  f"{train.n_features}")
-        elif config.test_fraction > 0:
+        full = load_dataset(config.data, groups=config.groups, labels=_labels(config))
+        public_test = load_public_test(config, full.n_features)
+        train = full
+        if public_test is None and config.test_fraction > 0:
             tr, te = train_test_split_indices(full.n_samples, config.test_fraction, data_rng)
-            train, test = full.subset(tr), full.subset(te)
-        else:
-            train, test = full, None
+            train, holdout = full.subset(tr), full.subset(te)
     if train.n_samples < n_machines:
         raise ConfigError(f"{train.n_samples} training rows cannot be split over "
                           f"{n_machines} machines")
+    weights = group_weights(train.groups, config.group_weights)
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
-    return Problem(train, test, parts, train.groups,
-                   group_weights(train.groups, config.group_weights), seed_entropy)
-
-
-def make_shards(problem: Problem) -> list[Shard]:
-    tr = problem.train
-    return [Shard(np.ascontiguousarray(tr.X[idx]), tr.y[idx].copy(), tr.n_samples, tr.groups,
-                  problem.group_weights, problem.seed_entropy) for idx in problem.parts]
-
-
-RANK_PLACEHOLDER = "{rank}"
+    shards = [RawShard(np.ascontiguousarray(train.X[idx]), train.y[idx].copy(),
+                       train.n_samples, train.groups, weights, config.seed) for idx in parts]
+    evaluation, event = public_test, None
+    if holdout is not None:
+        evaluation, event = _randomized_holdout(holdout, config, n_machines)
+    public = PublicSetUp(train.groups, weights, evaluation, event, "split by rank 0")
+    holdout_raw = holdout.y if holdout is not None and config.oracle_output else None
+    return SetUp(shards, public, holdout_raw)
 
 
 def data_per_machine(config: RunConfig) -> bool:
@@ -124,7 +159,8 @@ def data_per_machine(config: RunConfig) -> bool:
 
 def load_own_shard(config: RunConfig, rank: int) -> GroupData:
     """Machine ``rank``'s own rows, from ``--data`` with {rank} replaced by its rank."""
-    return load_dataset(config.data.replace(RANK_PLACEHOLDER, str(rank)), groups=config.groups)
+    return load_dataset(config.data.replace(RANK_PLACEHOLDER, str(rank)), groups=config.groups,
+                        labels=_labels(config))
 
 
 def check_shards_agree(rows: list[int], groups: list[list[int]]) -> None:
@@ -137,59 +173,83 @@ def check_shards_agree(rows: list[int], groups: list[list[int]]) -> None:
             raise ConfigError(f"machine {j}'s data has other column groups than machine 0's")
 
 
-def own_data_problem(config: RunConfig, groups: np.ndarray) -> Problem:
-    """Rank 0's view when every machine loads its own shard: test data only."""
-    test = load_dataset(config.test_data, groups=config.groups) if config.test_data else None
-    if test is not None and test.n_features != len(groups):
-        raise ConfigError(f"--test-data has {test.n_features} columns, the machines' data "
-                          f"{len(groups)}")
-    return Problem(None, test, None, groups, group_weights(groups, config.group_weights),
-                   config.seed)
+def own_data_problem(config: RunConfig, groups: np.ndarray) -> SetUp:
+    """Rank 0's set-up when every machine loads its own shard: a public test file at most."""
+    public = PublicSetUp(groups, group_weights(groups, config.group_weights),
+                         load_public_test(config, len(groups)), None,
+                         "each machine loaded its own file")
+    return SetUp(None, public, None)
 
 
-def shard_from_own_data(own: GroupData, n_total: int, config: RunConfig) -> Shard:
-    return Shard(own.X, own.y, n_total, own.groups,
-                 group_weights(own.groups, config.group_weights), config.seed)
+def shard_from_own_data(own: GroupData, n_total: int, config: RunConfig) -> RawShard:
+    return RawShard(own.X, own.y, n_total, own.groups,
+                    group_weights(own.groups, config.group_weights), config.seed)
 
 
-def machine_rng(seed_entropy: int | None, rank: int, size: int) -> np.random.Generator:
-    """Machine ``rank``'s own stream: child ``rank + 1`` of the run seed (child 0 is rank 0's
-    data stream), or fresh OS entropy drawn on this machine when no seed is given."""
-    if seed_entropy is None:
-        return np.random.default_rng()
-    return np.random.default_rng(np.random.SeedSequence(seed_entropy).spawn(size + 1)[rank + 1])
+@dataclass
+class MachineRelease:
+    """What a machine sends to rank 0 at the end: computed from its PrivateShard only."""
+
+    result: MachineResult
+    rr_event: dp_event.DpEvent
+
+
+@dataclass
+class MachineOracle:
+    """Oracle diagnostics of one machine (raw labels): sent only when an oracle file is asked."""
+
+    labels_flipped: int
+    loss_true_labels: float
 
 
 @dataclass
 class MachineOutcome:
-    result: MachineResult
-    n_flipped: int
-    rr_event: Any
+    release: MachineRelease
+    oracle: MachineOracle | None
 
 
-def machine_main(comm: Any, shard: Shard, config: RunConfig, diameter: int,
-                 on_progress: Any = None) -> MachineOutcome:
-    """One machine: randomized response on its own labels, then the ADMM rounds."""
-    rng = machine_rng(shard.seed_entropy, comm.rank, comm.size)
-    p = config.keep_probability
-    noisy_y, event = randomized_response(shard.y, keep_prob=p, rng=rng)
-    n_flipped = int(np.count_nonzero(noisy_y != shard.y))
+def local_problem(shard: PrivateShard, config: RunConfig, n_machines: int
+                  ) -> tuple[LocalData, GroupStructure]:
+    """The machine's ADMM data (design with intercept column, randomized labels) and groups."""
     grp_ptr, grp_indices = groups_from_labels(shard.group_labels)
-    thresholds = config.lam * shard.group_weights / (2.0 * comm.size)
-    groups = GroupStructure(grp_ptr, grp_indices, thresholds)
+    thresholds = config.lam * shard.group_weights / (2.0 * n_machines)
     X_aug = np.hstack([shard.X, np.ones((shard.X.shape[0], 1))])
-    data = LocalData(X_aug, noisy_y, shard.n_total,
+    p = config.keep_probability
+    data = LocalData(X_aug, shard.y, shard.n_total,
                      MarginLoss(config.loss, p if config.loss == "unbiased" else 1.0))
-    admm = ADMMConfig(
+    return data, GroupStructure(grp_ptr, grp_indices, thresholds)
+
+
+def admm_config(config: RunConfig) -> ADMMConfig:
+    return ADMMConfig(
         lam=config.lam, c=config.c, adapt_c=config.adapt_c, alpha_z=config.alpha_z,
         theta_solver=config.theta_solver, beta_steps=config.beta_steps,
         beta_step_size=config.beta_step_size, max_rounds=config.max_rounds, tol=config.tol,
         max_coef_norm=config.max_coef_norm,
         progress_every=config.progress_every, fail_at=fault_injection(),
     )
-    result = run_machine(comm, data, groups, admm, diameter,
+
+
+def machine_main(comm: Any, raw: RawShard, config: RunConfig, diameter: int,
+                 on_progress: Any = None) -> MachineOutcome:
+    """One machine: cross the release boundary on its own labels, then the ADMM rounds."""
+    rng = machine_rng(raw.seed_entropy, comm.rank, comm.size)
+    shard, event, label_oracle = cross_boundary(
+        raw, config.keep_probability, rng, f"machine {comm.rank}",
+        keep_oracle=config.oracle_output is not None)
+    del raw  # nothing below may read the raw labels
+    data, groups = local_problem(shard, config, comm.size)
+    result = run_machine(comm, data, groups, admm_config(config), diameter,
                          on_progress if comm.rank == 0 else None)
-    return MachineOutcome(result, n_flipped, event)
+    oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
+    return MachineOutcome(MachineRelease(result, event), oracle)
+
+
+def machine_oracle(label_oracle: LabelOracle, data: LocalData,
+                   result: MachineResult) -> MachineOracle:
+    """Flip count and the local loss of the final iterate on the raw labels (oracle only)."""
+    true_data = LocalData(data.X_aug, label_oracle.y_raw, data.n_total, MarginLoss())
+    return MachineOracle(label_oracle.labels_flipped, local_objective(true_data, result.theta))
 
 
 def fault_injection() -> tuple[int, int] | None:
@@ -199,157 +259,3 @@ def fault_injection() -> tuple[int, int] | None:
         return None
     rank, rnd = spec.split(":")
     return int(rank), int(rnd)
-
-
-def print_progress(record: ProgressRecord) -> None:
-    print(f"round {record.round:5d}  objective {record.objective:.8f}  "
-          f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}", flush=True)
-
-
-def _objective(data: GroupData, coef: np.ndarray, intercept: float, lam: float,
-               weights: np.ndarray) -> float:
-    grp_ptr, grp_indices = groups_from_labels(data.groups)
-    margin = data.y * (data.X @ coef + intercept)
-    return float(np.logaddexp(0.0, -margin).mean()
-                 + 0.5 * lam * group_penalty(coef, grp_ptr, grp_indices, weights))
-
-
-def build_report(config: RunConfig, graph: nx.Graph, topo: dict[str, Any], problem: Problem,
-                 outcomes: list[MachineOutcome], wall_seconds: float, backend: str,
-                 baselines: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Rank 0: the results file's content (see README, "Results file")."""
-    results = [o.result for o in outcomes]
-    J = len(results)
-    z_all = np.stack([r.z for r in results])
-    theta_all = np.stack([r.theta for r in results])
-    consensus = z_all.mean(axis=0)
-    coef, intercept = consensus[:-1], float(consensus[-1])
-    grp_ptr, grp_indices = groups_from_labels(problem.group_labels)
-    # a group counts as selected above a relative 1e-6: ADMM zeros are exact only in the limit
-    norms = group_norms(coef, grp_ptr, grp_indices)
-    selected = np.flatnonzero(norms > SELECT_RTOL * max(1.0, float(np.linalg.norm(coef))))
-    noisy_objective = float(sum(r.local_objective for r in results)
-                            + 0.5 * config.lam * group_penalty(coef, grp_ptr, grp_indices,
-                                                               problem.group_weights))
-    ledger = PrivacyLedger()
-    for j, o in enumerate(outcomes):
-        ledger.record(o.rr_event, label=f"randomized response on machine {j}'s labels",
-                      relation=RR_RELATION, protects=RR_PROTECTS, machine=j,
-                      guarantee="epsilon-label-DP")
-    test_acc = None
-    if problem.test is not None and problem.test.n_samples:
-        test_acc = float(np.mean(np.where(problem.test.X @ coef + intercept >= 0, 1.0, -1.0)
-                                 == problem.test.y))
-    per_round = [r.total_seconds / max(r.rounds, 1) for r in results]
-    comm_round = [r.traffic["comm_seconds"] / max(r.rounds, 1) for r in results]
-    rounds = results[0].rounds
-    return {
-        "dpnet_version": __import__("dpnet").__version__,
-        "backend": backend,
-        "config": config.as_dict(),
-        "seed": config.seed,
-        "topology": {**topo, "spec": config.topology},
-        "privacy": {
-            "mechanism": "randomized response on labels, applied by each machine locally",
-            "keep_prob": config.keep_probability,
-            "epsilon_per_machine": None if math.isinf(config.label_epsilon)
-            else config.label_epsilon,
-            "neighbouring_relation": "replace one label (replace-one), within one machine's shard",
-            "guarantee": "epsilon-label-DP per machine; parallel composition over disjoint shards",
-            "protected": "labels",
-            "not_protected": FEATURES_NOTE,
-            "loss": config.loss,
-            "ledger": ledger.to_dict(),
-        },
-        "machines": [
-            {"rank": r.rank, "rows": r.n_rows, "labels_flipped": o.n_flipped,
-             "rounds": r.rounds, "total_seconds": r.total_seconds,
-             "compute_seconds": r.compute_seconds, **r.traffic}
-            for r, o in zip(results, outcomes, strict=True)
-        ],
-        "rounds": rounds,
-        "stop_reason": results[0].stop_reason,
-        "objective": {
-            "on_randomized_labels": noisy_objective,
-            # only where rank 0 holds the training data (simulation): otherwise it would be
-            # a release of the machines' raw labels
-            "on_true_labels": None if problem.train is None else _objective(
-                problem.train, coef, intercept, config.lam, problem.group_weights),
-        },
-        "data_layout": "split by rank 0" if problem.train is not None
-        else "each machine loaded its own file",
-        "max_consensus_gap": float(np.abs(z_all - consensus).max()),
-        "max_theta_z_gap": float(np.abs(theta_all - z_all).max()),
-        "test_accuracy": test_acc,
-        "n_train": sum(r.n_rows for r in results),
-        "n_test": None if problem.test is None else problem.test.n_samples,
-        "selected_groups": selected.tolist(),
-        "coef": coef.tolist(),
-        "intercept": intercept,
-        "timing": {
-            "wall_seconds": wall_seconds,
-            "seconds_per_round": float(np.mean(per_round)),
-            "comm_seconds_per_round": float(np.mean(comm_round)),
-            "compute_seconds_per_round": float(np.mean(per_round) - np.mean(comm_round)),
-        },
-        "history": [vars(h) for h in results[0].history],
-        "baselines": baselines or {},
-        "n_machines": J,
-    }
-
-
-def write_json_atomic(path: str | Path, payload: dict[str, Any]) -> None:
-    """Write to a temporary file in the same folder, then rename: never a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2, default=_json_default)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    raise TypeError(f"cannot serialise {type(obj).__name__}")
-
-
-def summary_lines(report: dict[str, Any]) -> list[str]:
-    priv = report["privacy"]
-    eps = priv["epsilon_per_machine"]
-    return [
-        f"dpnet: {report['n_machines']} machines on '{report['topology']['name']}' "
-        f"({report['backend']}), {report['rounds']} rounds, stop: {report['stop_reason']}",
-        f"  objective {_objective_text(report['objective'])}, "
-        f"test accuracy {report['test_accuracy']}, selected groups {report['selected_groups']}",
-        f"  max consensus gap {report['max_consensus_gap']:.2e}, "
-        f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round "
-        f"({report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication)",
-        f"  privacy: randomized response, epsilon = {'inf' if eps is None else f'{eps:.6g}'} "
-        f"label-DP per machine; {FEATURES_NOTE}",
-        *([f"  WARNING: {STOP_WARNINGS[report['stop_reason']]}"]
-          if report["stop_reason"] in STOP_WARNINGS else []),
-        *(f"  baseline {name}: own synthetic data, own ledger, total "
-          f"{_ledger_total(b.get('ledger', {}))}" for name, b in report["baselines"].items()),
-    ]
-
-
-def _objective_text(objective: dict[str, Any]) -> str:
-    if objective["on_true_labels"] is not None:
-        return f"(true labels) {objective['on_true_labels']:.6f}"
-    return f"(randomized labels) {objective['on_randomized_labels']:.6f}"
-
-
-def _ledger_total(ledger: dict[str, Any]) -> str:
-    total = ledger.get("total", {})
-    if "epsilon" in total:
-        return f"epsilon {total['epsilon']} at delta {total.get('delta')}"
-    return f"pure epsilon {total.get('pure_epsilon')}"

@@ -7,7 +7,8 @@ from typing import Any
 
 
 def plot_convergence(report: dict[str, Any], path: str | Path) -> None:
-    """Objective and residuals against the round, from the report's progress history."""
+    """Objective and residuals against the round, from the report's progress history (a
+    function of the released report only: the plot is inside the release boundary)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -17,7 +18,7 @@ def plot_convergence(report: dict[str, Any], path: str | Path) -> None:
     rounds = [h["round"] for h in history]
     fig, (ax_obj, ax_res) = plt.subplots(1, 2, figsize=(10, 4))
     ax_obj.plot(rounds, [h["objective"] for h in history], marker=".")
-    ax_obj.set(xlabel="round", ylabel="network objective (training labels)",
+    ax_obj.set(xlabel="round", ylabel="network objective (randomized labels)",
                title=f"{report['n_machines']} machines, {report['topology']['name']}")
     ax_res.semilogy(rounds, [h["primal_residual"] for h in history], label="primal")
     ax_res.semilogy(rounds, [h["dual_residual"] for h in history], label="dual")

@@ -18,21 +18,25 @@ import networkx as nx
 from dpnet.config import RunConfig, parse_config
 from dpnet.errors import DpnetError
 from dpnet.job import (
-    build_report,
+    MachineOutcome,
+    SetUp,
     check_shards_agree,
     data_per_machine,
     load_own_shard,
     machine_main,
-    make_shards,
     own_data_problem,
     prepare_problem,
-    print_progress,
     shard_from_own_data,
-    summary_lines,
-    write_json_atomic,
 )
 from dpnet.network.topology import build_topology, describe_topology, validate_topology
 from dpnet.privacy.ledger import PrivacyLedger
+from dpnet.report import (
+    build_report,
+    consensus_model,
+    print_progress,
+    summary_lines,
+    write_json_atomic,
+)
 
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
@@ -54,7 +58,8 @@ def _fail(message: str, rank: int) -> int:
 def run_baselines(config: RunConfig) -> dict[str, Any]:
     """Rank 0's single-node baselines, each on its own synthetic data with its own ledger."""
     out: dict[str, Any] = {}
-    seed = 0 if config.seed is None else config.seed
+    # without --seed the baselines draw OS entropy too (a fixed default would be public)
+    seed = config.seed
     eps = 1.0 if config.label_epsilon == float("inf") else config.label_epsilon
     if "median" in config.baselines:
         from dpnet.solvers.median import run_median_baselines
@@ -72,11 +77,20 @@ def run_baselines(config: RunConfig) -> dict[str, Any]:
     return out
 
 
-def _finish(config: RunConfig, graph: nx.Graph, problem: Any, outcomes: list[Any],
+def _finish(config: RunConfig, graph: nx.Graph, setup: SetUp, outcomes: list[MachineOutcome],
             wall: float, backend: str) -> None:
+    """Rank 0: the release (report, file, plot, summary) and, if asked, the oracle file."""
     baselines = run_baselines(config) if config.baselines else None
-    report = build_report(config, graph, describe_topology(graph), problem, outcomes, wall,
+    releases = [o.release for o in outcomes]
+    report = build_report(config, describe_topology(graph), setup.public, releases, wall,
                           backend, baselines)
+    if config.oracle_output:
+        from dpnet.oracle import build_oracle_report
+
+        coef, intercept = consensus_model(releases)
+        write_json_atomic(config.oracle_output, build_oracle_report(
+            config, setup.public, [o.oracle for o in outcomes], coef, intercept,
+            setup.holdout_raw))
     if config.output:
         write_json_atomic(config.output, report)
     if config.plot:
@@ -103,18 +117,18 @@ def run_inprocess(config: RunConfig) -> int:
         if data_per_machine(config):
             own = [load_own_shard(config, j) for j in range(graph.number_of_nodes())]
             check_shards_agree([d.n_samples for d in own], [d.groups.tolist() for d in own])
-            problem = own_data_problem(config, own[0].groups)
+            setup = own_data_problem(config, own[0].groups)
             n_total = sum(d.n_samples for d in own)
             shards = [shard_from_own_data(d, n_total, config) for d in own]
         else:
-            problem = prepare_problem(config, graph.number_of_nodes())
-            shards = make_shards(problem)
+            setup = prepare_problem(config, graph.number_of_nodes())
+            shards = setup.shards
     except DpnetError as exc:
         return _fail(str(exc), 0)
     diameter = nx.diameter(graph)
     outcomes = run_in_process(graph, lambda comm: machine_main(
         comm, shards[comm.rank], config, diameter, _progress(config)))
-    _finish(config, graph, problem, outcomes, time.perf_counter() - start, "inprocess")
+    _finish(config, graph, setup, outcomes, time.perf_counter() - start, "inprocess")
     return 0
 
 
@@ -127,59 +141,58 @@ def run_mpi(config: RunConfig) -> int:
     # beside the ranks made an 8-rank ring 17x slower per round (measured on 2 cores).
     threadpool_limits(limits=1, user_api="blas")
     mpi_comm.install_abort_hook()
-    setup = mpi_comm.MPISetup()
+    world = mpi_comm.MPISetup()
     start = time.perf_counter()
-    graph = problem = shards = None
+    graph = setup = None
     error = None
     try:
         graph = validate_topology(
-            build_topology(config.topology, setup.size, seed=config.topology_seed), setup.size)
+            build_topology(config.topology, world.size, seed=config.topology_seed), world.size)
     except DpnetError as exc:
-        error = f"{exc} (mpiexec started {setup.size} ranks, one per machine)"
-    if (error := setup.agree(error)) is not None:
-        return _fail(error, setup.rank)
+        error = f"{exc} (mpiexec started {world.size} ranks, one per machine)"
+    if (error := world.agree(error)) is not None:
+        return _fail(error, world.rank)
     if data_per_machine(config):
-        shard, problem, error = _own_shards(config, setup)
+        shard, setup, error = _own_shards(config, world)
     else:
-        if setup.rank == 0:
+        if world.rank == 0:
             try:
-                problem = prepare_problem(config, setup.size)
-                shards = make_shards(problem)
+                setup = prepare_problem(config, world.size)
             except DpnetError as exc:
                 error = str(exc)
-        if (error := setup.agree(error)) is None:
-            shard = setup.scatter_from_root(shards)
+        if (error := world.agree(error)) is None:
+            shard = world.scatter_from_root(setup.shards if setup is not None else None)
     if error is not None:
-        return _fail(error, setup.rank)
+        return _fail(error, world.rank)
     comm = mpi_comm.MPICommunicator(graph)
     outcome = machine_main(comm, shard, config, nx.diameter(graph), _progress(config))
     outcomes = comm.gather_to_root(outcome)
-    if setup.rank == 0:
-        _finish(config, graph, problem, outcomes, time.perf_counter() - start, "mpi")
+    if world.rank == 0:
+        _finish(config, graph, setup, outcomes, time.perf_counter() - start, "mpi")
     comm.free()
     return 0
 
 
-def _own_shards(config: RunConfig, setup: Any) -> tuple[Any, Any, str | None]:
-    """Every rank loads its own file; set-up messages agree on sizes and groups."""
-    own = problem = None
+def _own_shards(config: RunConfig, world: Any) -> tuple[Any, Any, str | None]:
+    """Every rank loads its own file; set-up messages agree on sizes and groups (public)."""
+    own = setup = None
     error = None
     try:
-        own = load_own_shard(config, setup.rank)
+        own = load_own_shard(config, world.rank)
     except DpnetError as exc:
-        error = f"machine {setup.rank}: {exc}"
-    if (error := setup.agree(error)) is not None:
+        error = f"machine {world.rank}: {exc}"
+    if (error := world.agree(error)) is not None:
         return None, None, error
-    metas = setup.allgather((own.n_samples, own.groups.tolist()))
+    metas = world.allgather((own.n_samples, own.groups.tolist()))
     try:
         check_shards_agree([m[0] for m in metas], [m[1] for m in metas])
-        if setup.rank == 0:
-            problem = own_data_problem(config, own.groups)
+        if world.rank == 0:
+            setup = own_data_problem(config, own.groups)
     except DpnetError as exc:
         error = str(exc)
-    if (error := setup.agree(error)) is not None:
+    if (error := world.agree(error)) is not None:
         return None, None, error
-    return shard_from_own_data(own, sum(m[0] for m in metas), config), problem, None
+    return shard_from_own_data(own, sum(m[0] for m in metas), config), setup, None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from sklearn.datasets import dump_svmlight_file
 from sklearn.preprocessing import MinMaxScaler
 
 from dpnet.data.dataset import GroupData, to_pm1
+from dpnet.data.labels import LabelDomain
 from dpnet.data.loaders import (
     load_adult,
     load_dataset,
@@ -107,8 +108,8 @@ def _ok() -> GroupData:
         ({"X": np.array([[np.nan, 1, 2]] * 4)}, "X contains NaN or inf"),
         ({"y": np.array([1.0, -1.0, np.inf, 1.0])}, "y contains NaN or inf"),
         ({"y": np.array([1.0, -1.0, 1.0])}, "y has shape \\(3,\\), expected \\(4,\\)"),
-        ({"y": np.array([1.0, 0.0, 1.0, 0.0])}, "exactly the two classes -1 and \\+1"),
-        ({"y": np.ones(4)}, "exactly the two classes"),
+        ({"y": np.array([1.0, 0.0, 1.0, 0.0])}, "labels must be -1 or \\+1"),
+        ({"y": np.ones(4)}, "both classes"),
         ({"groups": np.array([0, 1], dtype=np.int64)}, "one id per column \\(3\\)"),
         ({"groups": np.array([0, -1, 1], dtype=np.int64)}, "negative"),
         ({"groups": np.array([0, 0, 2], dtype=np.int64)}, "0..G-1 with no gaps"),
@@ -146,6 +147,37 @@ def test_subset() -> None:
 def test_to_pm1(labels: list, expected: list) -> None:
     out = to_pm1(labels)
     assert out.dtype == np.float64 and out.tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "labels", "expected"),
+    [
+        (None, [0, 1, 1], [-1, 1, 1]),
+        (None, [-1.0, 1.0, -1.0], [-1, 1, -1]),
+        (None, [True, False], [1, -1]),
+        (None, [1, 1, 1], [1, 1, 1]),  # one class is a valid data set
+        (None, [0, 0], [-1, -1]),
+        ("no,yes", ["yes", "no", " yes"], [1, -1, 1]),
+        ("2,4", [4, 4, 2], [1, 1, -1]),
+        ("2,4", ["4", "4.0", "2"], [1, 1, -1]),
+    ],
+)
+def test_label_domain_is_a_fixed_public_map(spec, labels, expected) -> None:
+    out = LabelDomain.parse(spec).to_pm1(labels)
+    assert out.dtype == np.float64 and out.tolist() == expected
+
+
+def test_label_domain_errors_name_the_row_not_the_value() -> None:
+    with pytest.raises(DataError) as info:
+        LabelDomain().to_pm1([1, 0, 7, 1, 5], source="f.csv")
+    text = str(info.value)
+    assert "f.csv: 2 label(s) outside the label domain" in text and "data row 3" in text
+    assert "7" not in text.replace("f.csv", "") and "5" not in text
+    with pytest.raises(DataError, match="outside"):
+        LabelDomain().to_pm1([0.0, np.nan])
+    for bad in ("1", "a,b,c", ",1", "1,1"):
+        with pytest.raises(ConfigError):
+            LabelDomain.parse(bad)
 
 
 def test_to_pm1_errors() -> None:
@@ -188,16 +220,19 @@ def test_csv_round_trip(tmp_path: Path) -> None:
     rows = [f"{a},{lb},{b},{c},{e}" for (a, b, c, e), lb in zip(X, lab, strict=True)]
     path = tmp_path / "d.csv"
     path.write_text("f1,y,f2,f3,f4\n" + "\n".join(rows) + "\n")
-    d = load_dataset(path, groups="0,0,1,1")
+    with pytest.raises(DataError, match="outside the label domain .* --labels NEG,POS"):
+        load_dataset(path, groups="0,0,1,1")
+    d_labels = LabelDomain.parse("neg,pos")
+    d = load_dataset(path, groups="0,0,1,1", labels=d_labels)
     np.testing.assert_array_equal(d.X, X)
     assert d.y.tolist() == np.where(lab == "pos", 1.0, -1.0).tolist()
     assert d.feature_names == ("f1", "f2", "f3", "f4")
-    np.testing.assert_array_equal(load_dataset(path, label_column=1).y, d.y)
+    np.testing.assert_array_equal(load_dataset(path, label_column=1, labels=d_labels).y, d.y)
     small = tmp_path / "s.csv"
     small.write_text("a,b,c\n1,0,5\n2,1,6\n3,0,7\n")
     s = load_dataset(small, label_column="b")
     assert s.X.tolist() == [[1, 5], [2, 6], [3, 7]] and s.y.tolist() == [-1, 1, -1]
-    with pytest.raises(DataError, match="labels must take exactly two values, found 3"):
+    with pytest.raises(DataError, match="3 label\\(s\\) outside the label domain .* row 1;"):
         load_dataset(small, label_column="c")
     # headerless, label last, gzipped
     gz = tmp_path / "d.csv.gz"
@@ -257,7 +292,7 @@ def test_loader_errors(tmp_path: Path) -> None:
     np.savez(npz, X=Xn, y=y)
     _expect(npz, "NaN or inf \\(first in data row 4\\)")
     np.savez(npz, X=X, y=np.arange(30) % 3)
-    _expect(npz, "exactly two values, found 3")
+    _expect(npz, "10 label\\(s\\) outside the label domain .* data row 3;")
     junk = tmp_path / "junk.npz"
     junk.write_text("not a zip")
     _expect(junk, "not a readable npz archive")
@@ -286,7 +321,7 @@ def test_loader_errors(tmp_path: Path) -> None:
     svm.write_text("1 1:0.5 2:x\n")
     _expect(svm, "not a readable LIBSVM file")
     svm.write_text("1 1:0.5\n2 2:1\n3 1:1\n")
-    _expect(svm, "exactly two values, found 3")
+    _expect(svm, "2 label\\(s\\) outside the label domain .* data row 2;")
     gz = tmp_path / "broken.csv.gz"
     gz.write_bytes(b"\x1f\x8b garbage")
     _expect(gz, "unreadable")
@@ -371,21 +406,34 @@ def test_load_ipums(tmp_path: Path) -> None:
     y = rng.integers(0, 2, 40)
     path = tmp_path / "ipums.dat"
     np.savetxt(path, np.column_stack([X, y]), fmt="%.10g")
-    Xs, ys = load_ipums(path)
+    # public bounds equal to the true extremes reproduce min-max scaling ...
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    Xs, ys = load_ipums(path, bounds=(lo, hi))
     ref = MinMaxScaler().fit_transform(np.loadtxt(path)[:, :-1])
-    np.testing.assert_allclose(Xs, ref, atol=1e-12)
+    np.testing.assert_allclose(Xs, ref, atol=1e-9)
     assert ys.tolist() == np.where(y == 1, 1.0, -1.0).tolist()
     Xb, _ = load_ipums(path, bounds=(-1.0, 1.0))
     np.testing.assert_allclose(Xb[:, 0], np.clip((X[:, 0] + 1) / 2, 0, 1), atol=1e-9)
+    # ... but the map is row-wise: one row's image does not depend on the others
+    np.savetxt(tmp_path / "one.dat", np.column_stack([X, y])[:1], fmt="%.10g")
+    np.testing.assert_array_equal(load_ipums(tmp_path / "one.dat", bounds=(-1.0, 1.0))[0][0],
+                                  Xb[0])
+    # all labels 1 is a valid data set (no data-dependent label mapping)
+    np.savetxt(tmp_path / "pos.dat", np.column_stack([X, np.ones(40)]), fmt="%.10g")
+    assert (load_ipums(tmp_path / "pos.dat", bounds=(0, 1))[1] == 1).all()
+    with pytest.raises(TypeError):
+        load_ipums(path)  # bounds are required
+    with pytest.raises(ConfigError, match="one value per feature column"):
+        load_ipums(path, bounds=(np.zeros(3), np.ones(3)))
     bad = tmp_path / "bad.dat"
     np.savetxt(bad, np.column_stack([X, y + 1]))
-    with pytest.raises(DataError, match="bad.dat: last column must be the 0/1 label"):
-        load_ipums(bad)
+    with pytest.raises(DataError, match="bad.dat: .* outside the label domain"):
+        load_ipums(bad, bounds=(0, 1))
     bad.write_text("1 2 0\n1 x 1\n")
     with pytest.raises(DataError, match="not a whitespace-separated numeric table"):
-        load_ipums(bad)
+        load_ipums(bad, bounds=(0, 1))
     with pytest.raises(DataError, match="does not exist"):
-        load_ipums(tmp_path / "none.dat")
+        load_ipums(tmp_path / "none.dat", bounds=(0, 1))
 
 
 # ---------------------------------------------------------------- real data (skipped if absent)

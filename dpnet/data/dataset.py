@@ -48,12 +48,14 @@ class GroupData:
             self.feature_names,
         )
 
-    def validate(self, source: str = "data") -> GroupData:
+    def validate(self, source: str = "data", *, both_classes: bool = True) -> GroupData:
         """Return ``self`` or raise :class:`DataError` naming ``source`` and the problem.
 
         Checks: X is a finite float64 (n, p) array, y a finite (n,) vector with values in
-        {-1, +1} and both classes present, groups an int64 (p,) vector whose ids are exactly
-        0..G-1, coef_true (if given) of shape (p,), feature_names (if given) of length p.
+        {-1, +1} (and both classes present if ``both_classes``: never for label-private data,
+        where whether a check passes must not depend on the labels), groups an int64 (p,)
+        vector whose ids are exactly 0..G-1, coef_true (if given) of shape (p,), feature_names
+        (if given) of length p.
         """
         X, y, g = self.X, self.y, self.groups
         if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float64:
@@ -70,12 +72,10 @@ class GroupData:
             raise DataError(f"{source}: y has shape {shape}, expected ({n},) to match X")
         if not np.isfinite(y).all():
             raise DataError(f"{source}: y contains NaN or inf")
-        labels = np.unique(y)
-        if labels.size != 2 or not np.array_equal(labels, [-1.0, 1.0]):
-            raise DataError(
-                f"{source}: labels must be exactly the two classes -1 and +1, found "
-                f"{labels[:5].tolist()}{' ...' if labels.size > 5 else ''}"
-            )
+        if not np.all((y == 1.0) | (y == -1.0)):
+            raise DataError(f"{source}: labels must be -1 or +1")
+        if both_classes and np.unique(y).size != 2:
+            raise DataError(f"{source}: labels must contain both classes -1 and +1")
         if not isinstance(g, np.ndarray) or g.shape != (p,):
             shape = getattr(g, "shape", None)
             raise DataError(f"{source}: groups has shape {shape}; need one id per column ({p})")

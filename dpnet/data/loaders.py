@@ -4,9 +4,8 @@ Every user error (missing file, unreadable or malformed content, NaN/inf, labels
 two classes, groups that do not cover the columns) raises :class:`DataError` with a one-line
 message naming the file and the problem.
 
-Privacy note: :func:`scale_rows` uses only a bound the user supplies, never a statistic of the
-data. :func:`load_ipums` without ``bounds`` reproduces the papers' min-max scaling, whose
-per-column minima and maxima are data-dependent and are *not* covered by any DP guarantee.
+Privacy note: :func:`scale_rows` and :func:`load_ipums` use only bounds the user supplies,
+never a statistic of the data; labels are mapped by a public :class:`LabelDomain`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpnet.data.dataset import GroupData, to_pm1
+from dpnet.data.dataset import GroupData
+from dpnet.data.labels import DEFAULT_LABELS, LabelDomain
 from dpnet.errors import ConfigError, DataError
 
 FORMATS = ("npz", "csv", "libsvm")
@@ -105,6 +105,7 @@ def _finish(
     y_raw: np.ndarray,
     groups: np.ndarray,
     names: tuple[str, ...] | None = None,
+    labels: LabelDomain = DEFAULT_LABELS,
 ) -> GroupData:
     src = str(path)
     if X.ndim != 2:
@@ -119,8 +120,9 @@ def _finish(
     if not np.isfinite(X).all():
         rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
         raise DataError(f"{src}: X contains NaN or inf (first in data row {rows[0] + 1})")
-    y = to_pm1(y_raw, source=src)
-    return GroupData(X=X, y=y, groups=groups, feature_names=names).validate(src)
+    y = labels.to_pm1(y_raw, source=src)
+    return GroupData(X=X, y=y, groups=groups, feature_names=names).validate(
+        src, both_classes=False)
 
 
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -224,6 +226,7 @@ def load_dataset(
     fmt: str | None = None,
     n_features: int | None = None,
     label_column: str | int | None = None,
+    labels: LabelDomain = DEFAULT_LABELS,
 ) -> GroupData:
     """Load a labelled data set from ``path`` and return a validated :class:`GroupData`.
 
@@ -231,8 +234,9 @@ def load_dataset(
     ``npz`` with arrays ``X``, ``y`` and optionally ``groups``; ``csv`` (header optional,
     numeric features; the label column is ``label_column``, else the column named "y", else
     the last); ``libsvm`` (densified; ``n_features`` fixes the width). Labels are mapped to
-    -1/+1 by :func:`to_pm1`. ``groups`` is parsed by :func:`parse_groups`; if it is None an
-    npz file's own ``groups`` array is used, otherwise one group per column.
+    -1/+1 by the public ``labels`` domain (:mod:`dpnet.data.labels`); one class is allowed.
+    ``groups`` is parsed by :func:`parse_groups`; if it is None an npz file's own ``groups``
+    array is used, otherwise one group per column.
     """
     path = Path(path)
     kind = _detect_format(path, fmt)
@@ -256,7 +260,7 @@ def load_dataset(
         g = np.unique(arr, return_inverse=True)[1].reshape(-1).astype(np.int64)
     else:
         g = parse_groups(groups, p, source=str(path))
-    return _finish(path, np.asarray(X), np.asarray(y), g, names)
+    return _finish(path, np.asarray(X), np.asarray(y), g, names, labels)
 
 
 def load_memset(
@@ -340,15 +344,17 @@ def load_adult(
 
 
 def load_ipums(
-    path: str | Path, *, bounds: tuple[ArrayLike, ArrayLike] | None = None
+    path: str | Path, *, bounds: tuple[ArrayLike, ArrayLike]
 ) -> tuple[np.ndarray, np.ndarray]:
     """(X, y) from a user-supplied whitespace-separated file, last column the 0/1 label.
 
-    Features are min-max scaled to [0, 1] as in the ADMM paper; y is returned as -1/+1.
-    ``bounds = (lower, upper)`` (public, per column or scalar) replaces the column minima and
-    maxima, which are data-dependent and not covered by any DP guarantee; values outside the
-    bounds are clipped. Constant columns (upper == lower) become 0.
+    Features are scaled to [0, 1] by ``bounds = (lower, upper)``, public per-column (or scalar)
+    limits chosen without looking at the data: x -> clip((x - lower) / (upper - lower), 0, 1),
+    a row-wise map whose output bound holds for every data set. The ADMM paper's min-max
+    scaling by the data's own column extremes would release those extremes unaccounted, so
+    bounds are required. Constant columns (upper == lower) become 0. y: 1 -> +1, 0 -> -1.
     """
+    lo_in, hi_in = bounds
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file does not exist")
@@ -363,18 +369,19 @@ def load_ipums(
     X, y_raw = data[:, :-1], data[:, -1]
     if not np.isfinite(data).all():
         raise DataError(f"{path}: contains NaN or inf")
-    if not np.isin(y_raw, [0.0, 1.0]).all():
-        raise DataError(f"{path}: last column must be the 0/1 label")
-    if bounds is None:
-        lo, hi = X.min(axis=0), X.max(axis=0)
-    else:
-        lo = np.broadcast_to(np.asarray(bounds[0], dtype=np.float64), X.shape[1:])
-        hi = np.broadcast_to(np.asarray(bounds[1], dtype=np.float64), X.shape[1:])
-        if (hi < lo).any():
-            raise ConfigError("load_ipums: every upper bound must be >= its lower bound")
+    try:
+        lo = np.broadcast_to(np.asarray(lo_in, dtype=np.float64), X.shape[1:])
+        hi = np.broadcast_to(np.asarray(hi_in, dtype=np.float64), X.shape[1:])
+    except ValueError:
+        raise ConfigError(
+            f"load_ipums: bounds must be scalars or one value per feature column ({X.shape[1]})"
+        ) from None
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()) or (hi < lo).any():
+        raise ConfigError("load_ipums: bounds must be finite, every upper bound >= its lower")
     span = hi - lo
     scaled = np.divide(X - lo, span, out=np.zeros_like(X), where=span > 0)
-    return np.ascontiguousarray(np.clip(scaled, 0.0, 1.0)), to_pm1(y_raw, source=str(path))
+    y = LabelDomain((0.0,), (1.0,)).to_pm1(y_raw, source=str(path))
+    return np.ascontiguousarray(np.clip(scaled, 0.0, 1.0)), y
 
 
 def scale_rows(X: ArrayLike, bound: float) -> np.ndarray:

@@ -50,7 +50,7 @@ class Release:
     label: str
     relation: str
     protects: str
-    machine: int | None
+    machine: int | str | None
     guarantee: str | None
     pure_epsilon: float
 
@@ -100,11 +100,13 @@ class PrivacyLedger:
         label: str,
         relation: str,
         protects: str,
-        machine: int | None = None,
+        machine: int | str | None = None,
         guarantee: str | None = None,
         sampling: str | None = None,
     ) -> Release:
-        """Store a release. machine=None: central (rank 0); machine=j: on machine j's shard.
+        """Store a release. machine=None: central (rank 0); machine=j: on machine j's shard;
+        machine="name": on another named partition of rows disjoint from every other one
+        (e.g. "held-out rows").
 
         ``sampling`` ("poisson" or "fixed") declares the batch sampler actually used; an event
         accounted for another sampler, or a sampler whose relation differs from ``relation``
@@ -133,14 +135,18 @@ class PrivacyLedger:
                 )
         if rel == "add_remove" and _has_rr(event):
             raise PrivacyError("randomized response is accounted under replace_one only")
-        if machine is not None and (int(machine) != machine or machine < 0):
-            raise PrivacyError(f"machine must be a non-negative integer or None, got {machine}")
+        if isinstance(machine, str):
+            if not machine.strip():
+                raise PrivacyError("a named partition needs a non-empty name")
+        elif machine is not None and (int(machine) != machine or machine < 0):
+            raise PrivacyError(f"machine must be a non-negative integer, a partition name or "
+                               f"None, got {machine}")
         release = Release(
             event=event,
             label=str(label),
             relation=rel,
             protects=str(protects),
-            machine=None if machine is None else int(machine),
+            machine=machine if machine is None or isinstance(machine, str) else int(machine),
             guarantee=guarantee,
             pure_epsilon=compose.pure_epsilon(event),
         )
@@ -150,7 +156,8 @@ class PrivacyLedger:
     def _groups(self) -> list[list[Release]]:
         """Release lists whose composition bounds one person's loss (central + machine j)."""
         central = [r for r in self._releases if r.machine is None]
-        machines = sorted({r.machine for r in self._releases if r.machine is not None})
+        machines = sorted({r.machine for r in self._releases if r.machine is not None},
+                          key=_partition_order)
         if not machines:
             return [central]
         return [central + [r for r in self._releases if r.machine == j] for j in machines]
@@ -217,7 +224,8 @@ class PrivacyLedger:
             }
             for r in self._releases
         ]
-        machines = sorted({r.machine for r in self._releases if r.machine is not None})
+        machines = sorted({r.machine for r in self._releases if r.machine is not None},
+                          key=_partition_order)
         per_machine = {
             str(j): _json_float(sum(r.pure_epsilon for r in self._releases if r.machine == j))
             for j in machines
@@ -230,12 +238,18 @@ class PrivacyLedger:
         return {
             "relation": self.relation,
             "protects": sorted({r.protects for r in self._releases}),
-            "composition": "sequential within central/machine; parallel over disjoint machines",
+            "composition": "sequential within central/machine; parallel over disjoint machines "
+                           "and named partitions",
             "releases": releases,
             "central_pure_epsilon": _json_float(central),
             "per_machine_pure_epsilon": per_machine,
             "total": total,
         }
+
+
+def _partition_order(machine: int | str) -> tuple[bool, int, str]:
+    """Machines by number, then named partitions by name."""
+    return (True, 0, machine) if isinstance(machine, str) else (False, machine, "")
 
 
 def _has_rr(event: dp_event.DpEvent) -> bool:

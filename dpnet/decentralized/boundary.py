@@ -1,0 +1,86 @@
+"""The release boundary of the main job, on one machine.
+
+Design rule: everything the job prints, writes, plots or sends between machines is a function
+of public inputs (features, public parameters and files, the graph) and of the randomized
+labels only. The rule is carried by types, not by a list of fields to avoid:
+
+- :class:`RawShard` is what a machine holds before randomized response; it is the only
+  object of the run that carries a machine's raw labels.
+- :func:`cross_boundary` is the only function that reads them: it applies randomized response
+  with the machine's own random stream and returns a :class:`PrivateShard` (features and
+  randomized labels, nothing derived from the raw labels). The ADMM rounds, the messages, the
+  report and the plots only ever receive a :class:`PrivateShard` or what was computed from it.
+- Diagnostics that need the raw labels (how many labels were flipped, the loss on the true
+  labels) are simulation oracles: :class:`LabelOracle` is kept only when the run asks for an
+  oracle file, and what it computes goes to that file alone (see :mod:`dpnet.oracle`).
+
+Guarantee of the crossing: binary randomized response with keep probability p on every raw
+label of the shard, once, is ln(p/(1-p))-label-DP under replacing one label (features fixed);
+everything after it is post-processing (Dwork & Roth 2014, Prop. 2.1). See docs/privacy.md,
+"The release boundary".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from dp_accounting import dp_event
+
+from dpnet.errors import PrivacyError
+from dpnet.privacy.mechanisms import randomized_response
+
+
+@dataclass(frozen=True)
+class RawShard:
+    """A machine's rows before randomized response: features, raw labels, public layout."""
+
+    X: np.ndarray
+    y_raw: np.ndarray
+    n_total: int
+    group_labels: np.ndarray
+    group_weights: np.ndarray
+    seed_entropy: int | None
+
+
+@dataclass(frozen=True)
+class PrivateShard:
+    """A machine's rows after randomized response: features and randomized labels only."""
+
+    X: np.ndarray
+    y: np.ndarray
+    n_total: int
+    group_labels: np.ndarray
+    group_weights: np.ndarray
+
+
+@dataclass(frozen=True)
+class LabelOracle:
+    """Raw labels kept beside the randomized ones for oracle diagnostics (never released)."""
+
+    y_raw: np.ndarray
+    y_randomized: np.ndarray
+
+    @property
+    def labels_flipped(self) -> int:
+        return int(np.count_nonzero(self.y_raw != self.y_randomized))
+
+
+def randomize_labels(y_raw: np.ndarray, keep_prob: float, rng: np.random.Generator,
+                     part: str) -> tuple[np.ndarray, dp_event.DpEvent]:
+    """Randomized response on the labels of ``part`` (e.g. "machine 3"): the one place a raw
+    label vector is turned into a releasable one (tests replace this function to hold the
+    randomized labels fixed while changing raw ones)."""
+    if y_raw.ndim != 1 or not np.all((y_raw == 1.0) | (y_raw == -1.0)):
+        raise PrivacyError(f"{part}: randomized response needs labels in {{-1, +1}}")
+    return randomized_response(y_raw, keep_prob=keep_prob, rng=rng)
+
+
+def cross_boundary(raw: RawShard, keep_prob: float, rng: np.random.Generator, part: str, *,
+                   keep_oracle: bool = False
+                   ) -> tuple[PrivateShard, dp_event.DpEvent, LabelOracle | None]:
+    """The machine's randomized shard, the release's event, and (only if asked) the oracle."""
+    noisy, event = randomize_labels(raw.y_raw, keep_prob, rng, part)
+    private = PrivateShard(raw.X, noisy, raw.n_total, raw.group_labels, raw.group_weights)
+    oracle = LabelOracle(raw.y_raw, noisy) if keep_oracle else None
+    return private, event, oracle

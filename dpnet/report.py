@@ -1,0 +1,227 @@
+"""Rank 0's report of a finished run: the results dict, its JSON file and the summary lines.
+
+Release boundary: the report is built from public inputs (config, graph, PublicSetUp) and the
+machines' MachineRelease objects only, which were computed from randomized labels; nothing
+here can reach a raw label (docs/privacy.md, "The release boundary").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpnet.config import RunConfig
+from dpnet.decentralized.admm import ProgressRecord
+from dpnet.evaluation import accuracy_estimate
+from dpnet.job import HOLDOUT_PART, MachineRelease, PublicSetUp
+from dpnet.penalties.group import group_norms, group_penalty, groups_from_labels
+from dpnet.privacy.ledger import PrivacyLedger
+
+SELECT_RTOL = 1e-6
+STOP_WARNINGS = {
+    "diverged": "the iterates ran away (||theta|| > --max-coef-norm): the objective may have "
+                "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
+                "coefficients are not an optimum",
+    "max_rounds": "--max-rounds reached before the residuals fell below --tol",
+}
+RR_RELATION = "replace_one"
+RR_PROTECTS = "labels"
+FEATURES_NOTE = ("features are NOT protected: randomized response privatises labels only "
+                 "(epsilon-label-DP for one replaced label)")
+RELEASE_NOTE = ("everything in this file, on stdout and in the plot is a function of public "
+                "inputs (features, parameters, files declared public, the graph) and of the "
+                "randomized labels only")
+FILE_MODE = 0o644
+
+
+def print_progress(record: ProgressRecord) -> None:
+    print(f"round {record.round:5d}  objective {record.objective:.8f}  "
+          f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}", flush=True)
+
+
+def consensus_model(releases: list[MachineRelease]) -> tuple[np.ndarray, float]:
+    """(coef, intercept) of the consensus: the mean of the machines' Z iterates."""
+    consensus = np.stack([r.result.z for r in releases]).mean(axis=0)
+    return consensus[:-1], float(consensus[-1])
+
+
+def build_ledger(public: PublicSetUp, releases: list[MachineRelease]) -> PrivacyLedger:
+    """One randomized-response release per machine, plus one for the held-out rows (if any):
+    disjoint rows, so parallel composition gives the run epsilon, not (J + 1) epsilon."""
+    ledger = PrivacyLedger()
+    for j, r in enumerate(releases):
+        ledger.record(r.rr_event, label=f"randomized response on machine {j}'s labels",
+                      relation=RR_RELATION, protects=RR_PROTECTS, machine=j,
+                      guarantee="epsilon-label-DP")
+    if public.holdout_event is not None:
+        ledger.record(public.holdout_event,
+                      label="randomized response on the held-out rows' labels (rank 0)",
+                      relation=RR_RELATION, protects=RR_PROTECTS, machine=HOLDOUT_PART,
+                      guarantee="epsilon-label-DP")
+    return ledger
+
+
+def _privacy_block(config: RunConfig, public: PublicSetUp,
+                   ledger: PrivacyLedger) -> dict[str, Any]:
+    seeded = None if config.seed is None else (
+        f"seeded run (--seed {config.seed}): every flip is a function of the seed, so the "
+        "guarantee does NOT hold against anyone who knows it")
+    return {
+        "mechanism": "randomized response on labels, applied by each machine locally",
+        "keep_prob": config.keep_probability,
+        "epsilon_per_machine": None if math.isinf(config.label_epsilon)
+        else config.label_epsilon,
+        "neighbouring_relation": "replace one label (replace-one), within one machine's shard",
+        "guarantee": "epsilon-label-DP per machine; parallel composition over disjoint shards",
+        "protected": "labels",
+        "not_protected": FEATURES_NOTE,
+        "seed": seeded or "no seed: every machine drew its flips from its own OS entropy",
+        "label_domain": public_label_domain(config),
+        "release_boundary": RELEASE_NOTE,
+        "public_inputs": _public_inputs(config, public),
+        "loss": config.loss,
+        "ledger": ledger.to_dict(),
+    }
+
+
+def public_label_domain(config: RunConfig) -> str:
+    from dpnet.data.labels import LabelDomain
+
+    return LabelDomain.parse(config.labels).describe()
+
+
+def _public_inputs(config: RunConfig, public: PublicSetUp) -> list[str]:
+    items = ["features of every row", "the graph", "the configuration"]
+    if config.test_data is not None:
+        items.append(f"--test-data {config.test_data} (declared public: labels used as given)")
+    return items
+
+
+def build_report(config: RunConfig, topo: dict[str, Any], public: PublicSetUp,
+                 releases: list[MachineRelease], wall_seconds: float, backend: str,
+                 baselines: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Rank 0: the results file's content (see README, "Results file")."""
+    results = [r.result for r in releases]
+    J = len(results)
+    z_all = np.stack([r.z for r in results])
+    theta_all = np.stack([r.theta for r in results])
+    coef, intercept = consensus_model(releases)
+    grp_ptr, grp_indices = groups_from_labels(public.group_labels)
+    # a group counts as selected above a relative 1e-6: ADMM zeros are exact only in the limit
+    norms = group_norms(coef, grp_ptr, grp_indices)
+    selected = np.flatnonzero(norms > SELECT_RTOL * max(1.0, float(np.linalg.norm(coef))))
+    penalty = 0.5 * config.lam * group_penalty(coef, grp_ptr, grp_indices, public.group_weights)
+    noisy_objective = float(sum(r.local_objective for r in results) + penalty)
+    ledger = build_ledger(public, releases)
+    accuracy = None if public.evaluation is None or not public.evaluation.n_samples \
+        else accuracy_estimate(public.evaluation, coef, intercept)
+    per_round = [r.total_seconds / max(r.rounds, 1) for r in results]
+    comm_round = [r.traffic["comm_seconds"] / max(r.rounds, 1) for r in results]
+    return {
+        "dpnet_version": __import__("dpnet").__version__,
+        "backend": backend,
+        "config": config.as_dict(),
+        "seed": config.seed,
+        "topology": {**topo, "spec": config.topology},
+        "privacy": _privacy_block(config, public, ledger),
+        "machines": [
+            {"rank": r.rank, "rows": r.n_rows, "rounds": r.rounds,
+             "total_seconds": r.total_seconds, "compute_seconds": r.compute_seconds,
+             **r.traffic}
+            for r in results
+        ],
+        "rounds": results[0].rounds,
+        "stop_reason": results[0].stop_reason,
+        "objective": {"on_randomized_labels": noisy_objective},
+        "data_layout": public.data_layout,
+        "max_consensus_gap": float(np.abs(z_all - np.append(coef, intercept)).max()),
+        "max_theta_z_gap": float(np.abs(theta_all - z_all).max()),
+        "test_accuracy": accuracy,
+        "n_train": sum(r.n_rows for r in results),
+        "n_test": None if public.evaluation is None else public.evaluation.n_samples,
+        "selected_groups": selected.tolist(),
+        "coef": coef.tolist(),
+        "intercept": intercept,
+        "timing": {
+            "wall_seconds": wall_seconds,
+            "seconds_per_round": float(np.mean(per_round)),
+            "comm_seconds_per_round": float(np.mean(comm_round)),
+            "compute_seconds_per_round": float(np.mean(per_round) - np.mean(comm_round)),
+        },
+        "history": [vars(h) for h in results[0].history],
+        "baselines": baselines or {},
+        "n_machines": J,
+    }
+
+
+def write_json_atomic(path: str | Path, payload: dict[str, Any]) -> None:
+    """Write to a temporary file in the same folder, then rename: never a half-written file.
+
+    The file gets mode 0644 (less what the umask removes), like a file created by ``open``:
+    mkstemp's 0600 would make results unreadable to anyone but their owner.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.fchmod(fd, FILE_MODE & ~umask)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=2, default=_json_default)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    priv = report["privacy"]
+    eps = priv["epsilon_per_machine"]
+    return [
+        f"dpnet: {report['n_machines']} machines on '{report['topology']['name']}' "
+        f"({report['backend']}), {report['rounds']} rounds, stop: {report['stop_reason']}",
+        f"  objective (randomized labels) {report['objective']['on_randomized_labels']:.6f}, "
+        f"test accuracy {_accuracy_text(report['test_accuracy'])}",
+        f"  selected groups {report['selected_groups']}",
+        f"  max consensus gap {report['max_consensus_gap']:.2e}, "
+        f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round "
+        f"({report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication)",
+        f"  privacy: randomized response, epsilon = {'inf' if eps is None else f'{eps:.6g}'} "
+        f"label-DP per machine; {FEATURES_NOTE}",
+        *([f"  privacy: {priv['seed']}"] if report["seed"] is not None else []),
+        *([f"  WARNING: {STOP_WARNINGS[report['stop_reason']]}"]
+          if report["stop_reason"] in STOP_WARNINGS else []),
+        *(f"  baseline {name}: own synthetic data, own ledger, total "
+          f"{_ledger_total(b.get('ledger', {}))}" for name, b in report["baselines"].items()),
+    ]
+
+
+def _accuracy_text(accuracy: dict[str, Any] | None) -> str:
+    if accuracy is None:
+        return "not measured (no held-out rows, no --test-data)"
+    return (f"{accuracy['estimate']:.3f} +- {accuracy['standard_error']:.3f} "
+            f"({accuracy['source']}, n = {accuracy['n']})")
+
+
+def _ledger_total(ledger: dict[str, Any]) -> str:
+    total = ledger.get("total", {})
+    if "epsilon" in total:
+        return f"epsilon {total['epsilon']} at delta {total.get('delta')}"
+    return f"pure epsilon {total.get('pure_epsilon')}"
