@@ -33,14 +33,9 @@ from dpnet.data.labels import LabelDomain
 from dpnet.data.loaders import load_dataset
 from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.data.synthetic import make_group_logistic
+from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import ADMMConfig, MachineResult, run_machine
-from dpnet.decentralized.boundary import (
-    LabelOracle,
-    PrivateShard,
-    RawShard,
-    cross_boundary,
-    randomize_labels,
-)
+from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
 from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss, local_objective
 from dpnet.errors import ConfigError
 from dpnet.evaluation import PUBLIC, RANDOMIZED, EvaluationSet
@@ -109,8 +104,8 @@ def load_public_test(config: RunConfig, n_features: int) -> EvaluationSet | None
 def _randomized_holdout(holdout: GroupData, config: RunConfig, n_machines: int
                         ) -> tuple[EvaluationSet, dp_event.DpEvent]:
     p = config.keep_probability
-    noisy, event = randomize_labels(holdout.y, p, holdout_rng(config.seed, n_machines),
-                                    HOLDOUT_PART)
+    noisy, event = boundary.randomize_labels(holdout.y, p, holdout_rng(config.seed, n_machines),
+                                             HOLDOUT_PART)
     return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), event
 
 
@@ -234,7 +229,7 @@ def machine_main(comm: Any, raw: RawShard, config: RunConfig, diameter: int,
                  on_progress: Any = None) -> MachineOutcome:
     """One machine: cross the release boundary on its own labels, then the ADMM rounds."""
     rng = machine_rng(raw.seed_entropy, comm.rank, comm.size)
-    shard, event, label_oracle = cross_boundary(
+    shard, event, label_oracle = boundary.cross_boundary(
         raw, config.keep_probability, rng, f"machine {comm.rank}",
         keep_oracle=config.oracle_output is not None)
     del raw  # nothing below may read the raw labels

@@ -32,14 +32,21 @@ def mpiexec_path() -> str:
 
 
 def run_job(args: list[str], *, n_ranks: int | None = None, timeout: float = 120.0,
-            env: dict[str, str] | None = None, module: str = "dpnet.run") -> Completed:
-    """``[mpiexec -n N] python -m module args``; raises AssertionError on timeout."""
+            env: dict[str, str] | None = None, module: str = "dpnet.run",
+            cwd: Path | None = None) -> Completed:
+    """``[mpiexec -n N] python -m module args`` (in ``cwd``); AssertionError on timeout.
+
+    The repository root is put on PYTHONPATH so that test hooks (``tests.*``) import from any
+    working directory.
+    """
     cmd = [sys.executable, "-m", module, *args]
     if n_ranks is not None:
         cmd = [mpiexec_path(), "-n", str(n_ranks), *cmd]
-    full_env = {**os.environ, **(env or {})}
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=full_env, start_new_session=True)
+                            env=full_env, start_new_session=True, cwd=cwd)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
