@@ -12,6 +12,7 @@ from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 from scipy import special, stats
 
 from dpnet.errors import PrivacyError
+from dpnet.privacy import compose
 from dpnet.privacy import mechanisms as m
 from dpnet.privacy.events import PureDpEvent
 
@@ -28,13 +29,111 @@ def test_laplace_noise_scale_ks() -> None:
     noise = out - value
     assert stats.kstest(noise, stats.laplace(scale=4.0).cdf).pvalue > 0.01
     assert stats.kstest(noise, stats.laplace(scale=4.8).cdf).pvalue < 1e-3  # the test has power
-    assert event == PureDpEvent(epsilon=0.5, mechanism="laplace_vector", dim=N)
+    assert event == PureDpEvent(epsilon=0.5, mechanism="discrete_laplace", dim=N)
 
 
-def test_laplace_scalar_returns_float_and_laplace_event() -> None:
+def test_laplace_scalar_returns_float_and_pure_event() -> None:
+    """A scalar release is a discrete Laplace too: recorded as PureDpEvent, not as
+    dp-accounting's (continuous) LaplaceDpEvent."""
     out, event = m.laplace_mechanism(1.0, l1_sensitivity=1.0, epsilon=2.0, rng=rng())
     assert isinstance(out, float)
-    assert event == dp_event.LaplaceDpEvent(noise_multiplier=0.5)
+    assert event == PureDpEvent(epsilon=2.0, mechanism="discrete_laplace", dim=1)
+
+
+def _discrete_laplace_logpmf(scale: float, y: np.ndarray) -> np.ndarray:
+    a = math.exp(-1.0 / scale)
+    return math.log1p(-a) - math.log1p(a) - np.abs(y) / scale
+
+
+def test_discrete_laplace_delta_exceeds_the_continuous_laplace_delta(monkeypatch) -> None:
+    """The scalar release's privacy curve is not the continuous Laplace's.
+
+    Delta = 1025 g, g = 2^-10, epsilon = 1: the mechanism's scale is t = (Delta + g)/(eps g) =
+    1026 grid steps, and the inputs 2^-11 and 2^-11 + Delta round (half to even) to k = 0 and
+    k' = 1026 = eps t. The exact hockey-stick divergence of the discrete Laplace, summed over
+    the integer support in both directions, exceeds the continuous Laplace's
+    1 - exp((eps' - eps)/2) and dp-accounting's PLD of LaplaceDpEvent(1/eps) at eps' < eps
+    (and its RDP exceeds Mironov's); the recorded event's accounting bounds it."""
+    delta_l1, eps = 1025 * 2.0**-10, 1.0
+    g = m.laplace_grid(delta_l1, 1)
+    assert g == 2.0**-10
+    scales: list[float] = []
+    original = m.discrete_laplace
+
+    def spy(scale, size, rng_):
+        scales.append(scale)
+        return original(scale, size, rng_)
+
+    monkeypatch.setattr(m, "discrete_laplace", spy)
+    x0 = 2.0**-11
+    _, event = m.laplace_mechanism(x0, l1_sensitivity=delta_l1, epsilon=eps, rng=rng())
+    t = scales[0]
+    assert t == 1026.0
+    shift = int(np.rint((x0 + delta_l1) / g) - np.rint(x0 / g))
+    assert shift == 1026 == eps * t  # attained: the largest loss is exactly eps
+
+    y = np.arange(-80 * 1026, shift + 80 * 1026 + 1, dtype=float)  # tails < e^-80
+    lp, lq = _discrete_laplace_logpmf(t, y), _discrete_laplace_logpmf(t, y - shift)
+
+    def delta_discrete(e: float) -> float:
+        return max(float(np.sum(np.clip(np.exp(a) - math.exp(e) * np.exp(b), 0, None)))
+                   for a, b in ((lp, lq), (lq, lp)))
+
+    laplace_pld = compose.event_pld(dp_event.LaplaceDpEvent(noise_multiplier=1.0 / eps))
+    recorded_pld = compose.event_pld(event)
+    exceeded = []
+    for e in (0.0, 0.5, 0.9, 0.99, 0.999):
+        d = delta_discrete(e)
+        continuous = 1.0 - math.exp((e - eps) / 2.0)
+        if d > continuous * (1 + 1e-8) and d > laplace_pld.get_delta_for_epsilon(e):
+            exceeded.append(e)
+        assert d <= recorded_pld.get_delta_for_epsilon(e)
+    assert exceeded == [0.5, 0.9, 0.99, 0.999]
+    assert delta_discrete(0.999) == pytest.approx(4.99994e-4, rel=1e-5)  # continuous 4.99875e-4
+    for alpha in (2.0, 8.0):
+        d_alpha = special.logsumexp(alpha * lp + (1 - alpha) * lq) / (alpha - 1)
+        assert d_alpha > compose.laplace_rdp(1.0 / eps, np.array([alpha]))[0] + 1e-8
+        assert d_alpha <= compose.event_rdp(event, np.array([alpha]))[0]
+
+
+def test_laplace_noise_survives_huge_values() -> None:
+    """Without the clip, value / g >= 2^53 swallows the integer noise and the release is the
+    exact input (no privacy); clipped to +-2^52, k + Y stays an exact integer."""
+    g = m.laplace_grid(1.0, 1)
+    for value in (1e30, -1e300, 2.0**52):
+        outs = np.array([m.laplace_mechanism(value, l1_sensitivity=1.0, epsilon=1.0,
+                                             rng=rng(s))[0] for s in range(50)])
+        assert np.unique(outs).size > 40
+        assert np.all(outs / g == np.rint(outs / g)) and np.all(np.abs(outs / g) < 2.0**53)
+
+
+def test_laplace_scale_and_numpys_geometric_branch(monkeypatch) -> None:
+    """The scale is t = (Delta/g + d)/eps in [1025 d/eps, 2049 d/eps): numpy's geometric
+    inverts (success probability q < 1/3) unless eps > 415 d; t <= 2^40 keeps |noise| < 2^46
+    (numpy's G <= 44.44 t + 1), larger scales are refused."""
+    scales: list[float] = []
+    original = m.discrete_laplace
+    monkeypatch.setattr(m, "discrete_laplace",
+                        lambda s, size, r: scales.append(s) or original(s, size, r))
+    cases = ((1.0, 1.0, 1), (3.0, 0.01, 5), (2.0**-30, 50.0, 100), (1.0, 1e3, 1))
+    for sens, eps, d in cases:
+        m.laplace_mechanism(np.zeros(d), l1_sensitivity=sens, epsilon=eps, rng=rng())
+    for (_, eps, d), t in zip(cases, scales, strict=True):
+        assert 1025 * d / eps <= t < 2049 * d / eps
+        assert (-math.expm1(-1 / t) < 1 / 3) is (eps <= 415 * d)
+    with pytest.raises(PrivacyError, match="beyond exact integers"):
+        m.laplace_mechanism(0.0, l1_sensitivity=1.0, epsilon=1e-12, rng=rng())
+
+
+def test_randomized_response_keep_probability_is_exact() -> None:
+    """A label is kept iff U < p with U = rng.random() on the grid 2^-53 Z, so P(keep) =
+    ceil(p 2^53) / 2^53; every double p in [1/2, 1] is on that grid, so P(keep) = p."""
+    u = rng(11).random(100_000)
+    assert np.all(u * 2.0**53 == np.floor(u * 2.0**53))
+    for p in (0.75, m.keep_prob_from_epsilon(1.0), m.keep_prob_from_epsilon(0.01),
+              0.5 + 2.0**-53, math.nextafter(1.0, 0.0)):
+        assert (p * 2.0**53).is_integer()
+    assert not (0.1 * 2.0**53).is_integer()  # below 1/2 the grid is finer than 2^-53
 
 
 def test_gaussian_noise_sigma_ks() -> None:

@@ -18,6 +18,7 @@ from dpnet.errors import PrivacyError
 from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.privacy.rdp import epsilon_for, sampled_gaussian_event
 from dpnet.solvers.rdp_admm import (
+    ADMMObjPClassifier,
     DPADMMClassifier,
     DPSGDClassifier,
     MPADMMClassifier,
@@ -163,3 +164,23 @@ def test_releasing_only_x_costs_a_third_of_the_rdp() -> None:
     ratio = three.privacy_["noise_multiplier"] / one.privacy_["noise_multiplier"]
     assert ratio == pytest.approx(math.sqrt(3), rel=1e-4)
     assert isinstance(three.privacy_event_.event, dp_event.ComposedDpEvent)
+
+
+def test_objp_release_is_not_accounted_as_private() -> None:
+    """Objective perturbation's epsilon needs the exact minimiser (Chaudhuri et al. 2011);
+    ADMM-objP runs gradient epochs, so its release enters a ledger as NonPrivateDpEvent and
+    the composed total is inf, while the nominal T eps_k is reported separately."""
+    X, y = small_problem(n=400, p=4)
+    est = ADMMObjPClassifier(1e-3, epsilon=1.0, delta=1e-6, n_iter=5, random_state=0).fit(X, y)
+    info = est.privacy_
+    assert info["guarantee"] == ("approximate: guarantee holds only for the exact minimiser; "
+                                 "not established for this release")
+    assert isinstance(est.privacy_event_, dp_event.NonPrivateDpEvent)
+    assert info["epsilon"] == info["pure_epsilon"] == math.inf and info["private"] is False
+    assert info["noise_added"] and info["epsilon_if_exact_minimiser"] == pytest.approx(1.0)
+    assert est.nominal_privacy_event_ == dp_event.SelfComposedDpEvent(
+        est.nominal_privacy_event_.event, 5)
+    ledger = PrivacyLedger(1e-6)
+    ledger.record(est.privacy_event_, label="objP", relation="replace_one", protects="row",
+                  guarantee=info["guarantee"])
+    assert ledger.epsilon() == ledger.pure_epsilon() == ledger.pld_epsilon() == math.inf

@@ -3,8 +3,10 @@
 Supported events: NoOp, NonPrivate, Gaussian, Laplace (scalar), RandomizedResponse,
 dpnet's PureDpEvent, PoissonSampled(Gaussian), SampledWithoutReplacement(Gaussian),
 SelfComposed and Composed of these. Anything else raises PrivacyError.
-Laplace RDP: Mironov 2017, Prop. 6. Randomized response RDP (replace-one, k buckets, noise
-parameter p): Renyi divergence between [1-p+p/k, p/k, ...] and [p/k, 1-p+p/k, p/k, ...].
+Laplace RDP: Mironov 2017, Prop. 6; LaplaceDpEvent is the continuous Laplace mechanism, and
+dpnet's own (discrete) Laplace releases are recorded as PureDpEvent instead. Randomized
+response RDP (replace-one, k buckets, noise parameter p): Renyi divergence between
+[1-p+p/k, p/k, ...] and [p/k, 1-p+p/k, p/k, ...].
 """
 
 from __future__ import annotations

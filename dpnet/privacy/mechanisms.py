@@ -43,6 +43,8 @@ def _like_input(value: ArrayOrFloat, out: np.ndarray) -> ArrayOrFloat:
 
 
 GRID_FRACTION = 2.0**-10  # grid step <= l1_sensitivity * 2^-10 / dim
+MAX_SCALE = 2.0**40  # largest noise scale in grid units: numpy's noise stays below 2^46
+_EXACT_INT = 2.0**52  # |integers| <= 2^52 and sums of two of them are exact doubles
 
 
 def laplace_grid(l1_sensitivity: float, dim: int) -> float:
@@ -52,44 +54,77 @@ def laplace_grid(l1_sensitivity: float, dim: int) -> float:
 
 def discrete_laplace(scale: float, size: int | tuple[int, ...],
                      rng: np.random.Generator) -> np.ndarray:
-    """Integers k with P(k) proportional to exp(-|k| / scale): the difference of two iid
-    geometric variables with success probability 1 - exp(-1/scale)."""
+    """Integers k with P(k) = (1 - a)/(1 + a) a^|k|, a = exp(-1/scale): G1 - G2 for iid
+    geometric G_i on {1, 2, ...} with success probability q = 1 - a.
+
+    Sampler slack (numpy >= 2 ``Generator.geometric``, C ``random_geometric``). For q < 1/3,
+    i.e. scale > 1/ln 1.5 = 2.47 -- the Laplace mechanism's scales (>= 1025 d/epsilon) unless
+    epsilon > 415 d, and every proposal of :func:`discrete_gaussian` inside
+    :func:`gaussian_mechanism` (scale >= 5) -- numpy inverts: G = ceil(E / -log1p(-q)), E from
+    its ziggurat exponential sampler; for q >= 1/3 it searches the cumulative sums p, p + pq,
+    ... against one uniform double U in 2^-53 Z (G <= ~37 scale + 2). Either way the law is
+    not exactly geometric, but it depends on the scale only, never on the data:
+
+    - E lies on a grid (53-bit integers times a layer width <= 1e-15) and E <= r + 53 ln 2 =
+      44.43 (tail branch r - log1p(-U)), so G <= ceil(44.44 scale): the noise support is
+      bounded (the int64 cap of numpy is never reached since scale <= 2^40 in the mechanisms);
+    - estimated (not proved) total-variation distance from the exact law: of order 1e-17 *
+      scale per geometric draw (a few ziggurat points, of probability 2^-61 each, cross each
+      of the ~8 scale atom boundaries of the bulk; tail-branch points weigh ~5e-20) plus
+      ~1e-16 from the floating-point exp in the ziggurat's wedge test, plus the missing tail,
+      P(G > 44.44 scale) = e^-44.4 = 5e-20; the effective scale is scale (1 +- ~1e-16).
+
+    A mechanism that is epsilon-DP with the exact law and uses draws whose laws are within
+    total variation tau_i of it is (epsilon, (1 + e^epsilon) sum_i tau_i)-DP (couple each draw
+    with an exact one); pure epsilon-DP does not survive the bounded support exactly. The
+    ledger does not carry this slack.
+    """
     q = -math.expm1(-1.0 / scale)
     return (rng.geometric(q, size=size) - rng.geometric(q, size=size)).astype(np.float64)
 
 
 def laplace_mechanism(
     value: ArrayOrFloat, *, l1_sensitivity: float, epsilon: float, rng: np.random.Generator
-) -> tuple[ArrayOrFloat, dp_event.DpEvent]:
+) -> tuple[ArrayOrFloat, PureDpEvent]:
     """value + Laplace noise of scale ~ l1_sensitivity / epsilon per coordinate: epsilon-DP.
 
     Textbook floating-point Laplace sampling leaks through the set of floats it can reach
-    (Mironov 2012). dpnet releases on a grid instead: with g = :func:`laplace_grid` (a power
-    of two), the value is rounded to the nearest multiple of g and discrete Laplace noise on
-    multiples of g is added, P(k g) proportional to exp(-eps |k| g / Delta'), with
-    Delta' = l1_sensitivity + dim * g. Rounding moves each coordinate by at most g/2, so two
-    neighbours' rounded values differ by at most Delta' in L1; the discrete Laplace mechanism
-    with that sensitivity is epsilon-DP (Canonne, Kamath & Steinke 2020, or the Laplace proof
-    with sums instead of integrals), and every output is an exactly representable multiple
-    of g, whatever the data. The noise scale grows by a factor 1 + dim g / Delta <= 1 + 2^-10.
-    Event: ``LaplaceDpEvent(1/epsilon)`` for a scalar, ``PureDpEvent`` for a vector.
+    (Mironov 2012). dpnet releases on a grid instead: with d = value.size, g =
+    :func:`laplace_grid` (a power of two) and Delta' = l1_sensitivity + d g,
+
+        k = rint(clip(value / g, +-2^52)),  out = (k + Y) g,  Y_j iid P(y) ~ exp(-|y| / t),
+        t = Delta' / (epsilon g) <= 2^40 (PrivacyError otherwise).
+
+    Rounding moves each coordinate by at most g/2 and the clip is 1-Lipschitz, so neighbours'
+    k differ by at most Delta'/g in L1 and the pmf ratio is <= exp(||k - k'||_1 / t) <=
+    e^epsilon (Canonne, Kamath & Steinke 2020, or the Laplace proof with sums instead of
+    integrals). numpy's noise satisfies |Y| < 2^46 (:func:`discrete_laplace`), so k + Y is an
+    exact integer and out an exact multiple of g, whatever the data. Noise scale factor
+    1 + d g / l1_sensitivity <= 1 + 2^-10.
+
+    Event: ``PureDpEvent(epsilon)`` also for a scalar. dp-accounting's ``LaplaceDpEvent`` is
+    the continuous Laplace mechanism, whose (epsilon', delta) curve and RDP lie below the
+    discrete one's for some epsilon' (tests/test_privacy_mechanisms.py); PureDpEvent is
+    accounted by what every epsilon-DP mechanism satisfies. The sampler's data-independent
+    slack (:func:`discrete_laplace`) is not in the event.
     """
     sens = _positive("l1_sensitivity", l1_sensitivity)
     eps = _positive("epsilon", epsilon)
     _check_rng(rng)
     arr = _finite_values(value)
-    g = laplace_grid(sens, max(arr.size, 1))
-    noise = discrete_laplace((sens + arr.size * g) / (eps * g), arr.shape, rng)
-    out = (np.rint(arr / g) + noise) * g
-    if arr.size == 1:
-        event: dp_event.DpEvent = dp_event.LaplaceDpEvent(noise_multiplier=1.0 / eps)
-    else:
-        event = PureDpEvent(epsilon=eps, mechanism="laplace_vector", dim=int(arr.size))
+    dim = max(arr.size, 1)
+    g = _positive("grid step (l1_sensitivity too small)", laplace_grid(sens, dim))
+    scale = (sens + dim * g) / (eps * g)
+    if not scale <= MAX_SCALE:
+        raise PrivacyError(f"noise scale {scale:.3g} grid steps is beyond exact integers "
+                           f"(epsilon {eps:.3g} too small)")
+    k = np.rint(np.clip(arr / g, -_EXACT_INT, _EXACT_INT))
+    out = (k + discrete_laplace(scale, arr.shape, rng)) * g
+    event = PureDpEvent(epsilon=eps, mechanism="discrete_laplace", dim=dim)
     return _like_input(value, out), event
 
 
 SMOOTHING = 4.0  # r: discrete Gaussian scale added on top of m * Delta_Z, in grid units
-_EXACT_INT = 2.0**52  # |integers| <= 2^52 and sums of two of them are exact doubles
 
 
 def gaussian_grid(l2_sensitivity: float, dim: int) -> float:
@@ -107,9 +142,11 @@ def discrete_gaussian(scale: float, size: int | tuple[int, ...],
     (2 scale^2)); since exp(-|y|/t) exp(-(|y| - s^2/t)^2/(2 s^2)) = exp(-y^2/(2 s^2) -
     s^2/(2 t^2)), accepted proposals have the target law. Vectorised: each round proposes
     1.5 times the missing count plus 16 (0.76 of them are accepted for large scales, 0.44 at
-    worst) and keeps the accepted values in order. The law is exact up to floating-point
-    rounding in exp, in the uniform double and in numpy's geometric sampler (of order 1e-16
-    per draw), which depends on the scale only, never on the data.
+    worst) and keeps the accepted values in order. The law is exact up to the floating-point
+    exp and the 2^-53 granularity of the uniform double in the acceptance test (~1e-16 per
+    draw) and up to numpy's geometric sampler (estimated ~1e-17 t per proposal in total
+    variation, support bounded by |Y| <= 44.44 t + 1; see :func:`discrete_laplace`): a slack
+    that depends on the scale only, never on the data.
     """
     shape = (size,) if isinstance(size, int) else tuple(size)
     n = math.prod(shape)
@@ -144,9 +181,10 @@ def gaussian_mechanism(
         s^2 = ((m Delta_Z)^2 + r^2)(1 + 2^-40),  Delta_Z = Delta / g + sqrt(d),  r = SMOOTHING = 4,
 
     N_Z the discrete Gaussian (:func:`discrete_gaussian`). s <= 2^40 is required, so k + Y is
-    an integer below 2^53 in magnitude (|Y| >= 2^52 would take 4096 standard deviations) and
-    out is an exact multiple of g whatever the data. Noise std < s g <= m Delta (1 + 2^-10)
-    (1 + 8e-6 / m^2) (1 + 2^-41); the factor 1 + 2^-40 keeps floating point from shrinking s.
+    an integer below 2^53 in magnitude (numpy's proposals give |Y| <= 44.44 (s + 1) + 1 <
+    2^46) and out is an exact multiple of g whatever the data. Noise std < s g <= m Delta
+    (1 + 2^-10) (1 + 8e-6 / m^2) (1 + 2^-41); the factor 1 + 2^-40 keeps floating point from
+    shrinking s.
 
     Sensitivity. The clip is 1-Lipschitz and |k_j - u_j| <= 1/2, so for neighbours
     ||k - k'||_2 <= ||u - u'||_2 + ||(k - u) - (k' - u')||_2 <= Delta / g + sqrt(d) = Delta_Z
@@ -168,7 +206,8 @@ def gaussian_mechanism(
     ((1 + eta) / (1 - eta))^(+-d). The release is thus a post-processing of the continuous
     mechanism up to that likelihood factor: every (epsilon, delta) that GaussianDpEvent(m)
     certifies, with or without Poisson / fixed-size subsampling (mixtures keep the factor),
-    holds with epsilon + 4.1 d eta and delta e^{2.1 d eta}, negligible for any d.
+    holds with epsilon + 4.1 d eta and delta e^{2.1 d eta}, negligible for any d. The
+    sampler's data-independent slack (:func:`discrete_gaussian`) is not in the event.
     """
     sens = _positive("l2_sensitivity", l2_sensitivity)
     mult = _positive("noise_multiplier", noise_multiplier)
@@ -178,7 +217,7 @@ def gaussian_mechanism(
     g = _positive("grid step (l2_sensitivity too small)", gaussian_grid(sens, dim))
     delta_z = sens / g + math.sqrt(dim)
     scale = math.sqrt(((mult * delta_z) ** 2 + SMOOTHING**2) * (1.0 + 2.0**-40))
-    if scale > 2.0**40:
+    if scale > MAX_SCALE:
         raise PrivacyError(f"noise scale {scale:.3g} grid steps is beyond exact integers")
     k = np.rint(np.clip(arr / g, -_EXACT_INT, _EXACT_INT))
     out = (k + discrete_gaussian(scale, arr.shape, rng)) * g
@@ -245,6 +284,11 @@ def randomized_response(
     p / (1 - p): ln(p/(1-p))-label-DP (Warner 1965). Event: ``RandomizedResponseDpEvent`` with
     dp-accounting's noise parameter 2(1 - p) (uniform resampling w.p. 2(1 - p)), or
     ``NonPrivateDpEvent`` when p = 1.
+
+    Sampler: a label is kept iff U < p, U = ``rng.random()`` uniform on 2^-53 {0, ..., 2^53 - 1}
+    (numpy's next_double), so P(keep) = ceil(p 2^53) 2^-53 exactly. Every double in [0.5, 1]
+    is a multiple of 2^-53, so this is p itself: no sampler slack beyond the assumption that
+    the bit generator's output is uniform; 2(1 - p) is exact in floating point too.
     """
     eps = epsilon_from_keep_prob(keep_prob)
     _check_rng(rng)
@@ -266,7 +310,10 @@ def kary_randomized_response(
     """k-ary RR on labels 0..k-1: keep w.p. e^eps/(e^eps + k - 1), else a uniform other class.
 
     The largest likelihood ratio is e^eps: epsilon-label-DP. dp-accounting noise parameter
-    k/(e^eps + k - 1).
+    k/(e^eps + k - 1). Sampler: the other class is exact (``rng.integers``); the keep
+    probability is the computed double p~ = e^eps/(e^eps + k - 1) rounded up to a multiple of
+    2^-53 (p~ itself when p~ >= 1/2), so the real epsilon differs from eps by floating-point
+    rounding only, ~1e-16 / (p~ (1 - p~)), independently of the data.
     """
     eps = _positive("epsilon", epsilon)
     if int(n_classes) != n_classes or n_classes < 2:

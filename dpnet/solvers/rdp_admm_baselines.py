@@ -19,9 +19,11 @@ ADMM-objP: ADMM on x = z where each x-update minimises the perturbed subproblem
 b_k with density proportional to exp(-eps' ||b|| / (2R)) (Chaudhuri, Monteleoni & Sarwate
 2011, Alg. 2, regulariser strength Lambda = rho, rows ||s|| <= R, |l'| <= 1, l'' <= c): the
 exact minimiser is eps_k-DP with eps_k = eps' + 2 log(1 + c R^2 / (n rho)) (replace-one), and T
-iterations compose to T eps_k. The guarantee assumes exact minimisation; like the paper this
-code runs ``inner_epochs`` full gradient-descent epochs, so ``privacy_["guarantee_caveat"]``
-says that the stated epsilon is not proved for the iterate actually computed.
+iterations would compose to T eps_k. The proof needs the exact minimiser; like the paper this
+code runs ``inner_epochs`` full gradient-descent epochs, so no guarantee is established for the
+release: ``privacy_event_`` is ``NonPrivateDpEvent`` (a ledger then reports epsilon = inf),
+``privacy_["guarantee"]`` says so, and T eps_k is reported only as
+``privacy_["epsilon_if_exact_minimiser"]`` (``nominal_privacy_event_``).
 """
 
 from __future__ import annotations
@@ -51,9 +53,13 @@ from dpnet.solvers.rdp_admm_common import (
 )
 from dpnet.solvers.rdp_admm_privacy import check_delta, gaussian_composition_privacy
 
+OBJP_GUARANTEE = ("approximate: guarantee holds only for the exact minimiser; not established "
+                  "for this release")
 OBJP_CAVEAT = ("objective perturbation is epsilon-DP only for the exact minimiser of each "
-               "perturbed subproblem; this run approximates it by a fixed number of gradient-"
-               "descent epochs, so the stated epsilon is not a proved guarantee of the output")
+               "perturbed subproblem (Chaudhuri, Monteleoni & Sarwate 2011, Thm 9); this run "
+               "approximates it by a fixed number of gradient-descent epochs, so "
+               "epsilon_if_exact_minimiser is not a guarantee of the output, which is recorded "
+               "as NonPrivateDpEvent (epsilon = inf)")
 
 
 class DPADMMClassifier(LinearClassifierMixin):
@@ -114,10 +120,15 @@ class DPADMMClassifier(LinearClassifierMixin):
 class ADMMObjPClassifier(LinearClassifierMixin):
     """ADMM with per-iteration objective perturbation (module docstring).
 
-    Parameters: lam, loss, huber_h, epsilon (total pure epsilon; None = no noise), delta (only
-    reported), n_iter (T), inner_epochs (gradient-descent epochs per subproblem, 20), rho,
-    row_bound (R; rows must satisfy ||s_i|| <= R: no clipping can replace it here),
-    random_state. privacy_ carries ``guarantee_caveat``.
+    Parameters: lam, loss, huber_h, epsilon (nominal total pure epsilon for exact minimisers;
+    None = no noise), delta (only reported), n_iter (T), inner_epochs (gradient-descent epochs
+    per subproblem, 20), rho, row_bound (R; rows must satisfy ||s_i|| <= R: no clipping can
+    replace it here), random_state.
+
+    The subproblems are not minimised exactly, so the fit has no established guarantee:
+    ``privacy_event_`` = NonPrivateDpEvent, ``privacy_["epsilon"]`` = inf, ``private`` False,
+    ``guarantee`` = :data:`OBJP_GUARANTEE`; the epsilon objective perturbation would give an
+    exact minimiser is ``epsilon_if_exact_minimiser`` (event ``nominal_privacy_event_``).
     """
 
     def __init__(self, lam: float = 1e-4, *, loss: str = "logistic", huber_h: float = 0.5,
@@ -129,23 +140,27 @@ class ADMMObjPClassifier(LinearClassifierMixin):
         self.inner_epochs, self.rho, self.row_bound = inner_epochs, rho, row_bound
         self.random_state = random_state
 
-    def _privacy(self, event: dp_event.DpEvent, eps_iter: float, iters: int,
+    @staticmethod
+    def _privacy(nominal: dp_event.DpEvent | None, eps_iter: float, iters: int,
                  delta: float) -> dict:
-        """Pure epsilon T eps_k; the ledger's RDP/PLD of the pure releases as a cross-check."""
+        """No guarantee for the release (epsilon = inf); the nominal T eps_k of exact
+        minimisers (pure, with the ledger's RDP/PLD of the pure releases as a cross-check)."""
         out = {"method": "ADMM-objP", "delta": delta, "relation": "replace_one",
-               "accountant": "pure epsilon, sequential composition (RDP and PLD of the pure "
-                             "releases as a cross-check)",
-               "epsilon_per_iteration": eps_iter, "steps": iters,
-               "private": math.isfinite(eps_iter), "guarantee_caveat": OBJP_CAVEAT,
-               "epsilon": math.inf, "epsilon_pld": math.inf, "pure_epsilon": math.inf}
-        if math.isfinite(eps_iter):
+               "accountant": "none: objective perturbation's proof needs the exact minimiser "
+                             "of each perturbed subproblem, which this fit does not compute",
+               "guarantee": OBJP_GUARANTEE, "guarantee_caveat": OBJP_CAVEAT,
+               "noise_added": nominal is not None, "private": False,
+               "epsilon": math.inf, "epsilon_pld": math.inf, "pure_epsilon": math.inf,
+               "epsilon_per_iteration_if_exact": eps_iter, "steps": iters,
+               "epsilon_if_exact_minimiser": math.inf,
+               "epsilon_pld_if_exact_minimiser": math.inf}
+        if nominal is not None:
             ledger = PrivacyLedger(delta)
-            ledger.record(event, label="ADMM-objP", relation="replace_one",
-                          protects="one training row")
+            ledger.record(nominal, label="ADMM-objP with exact minimisers (hypothetical)",
+                          relation="replace_one", protects="one training row")
             acc = ledger.accounting()
-            pure = ledger.pure_epsilon()
-            out.update(epsilon=min(pure, acc["epsilon"]), pure_epsilon=pure,
-                       epsilon_pld=acc["pld_epsilon"])
+            out.update(epsilon_if_exact_minimiser=min(ledger.pure_epsilon(), acc["epsilon"]),
+                       epsilon_pld_if_exact_minimiser=acc["pld_epsilon"])
         return out
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> ADMMObjPClassifier:
@@ -171,7 +186,7 @@ class ADMMObjPClassifier(LinearClassifierMixin):
         step = 1.0 / (curv + rho)
         x, z, yd = np.zeros(p), np.zeros(p), np.zeros(p)
         history = [objective(loss, A, ypm, z, lam)]
-        event: dp_event.DpEvent = dp_event.NonPrivateDpEvent()
+        event: dp_event.DpEvent | None = None
         for _ in range(iters):
             b = np.zeros(p)
             if private:
@@ -184,8 +199,10 @@ class ADMMObjPClassifier(LinearClassifierMixin):
                 x = x - step * (grad + rho * (x - centre))
             z, yd = zy_update(x, yd, rho, lam)
             history.append(objective(loss, A, ypm, z, lam))
-        self.privacy_event_ = dp_event.SelfComposedDpEvent(event, iters) if private else event
-        self.privacy_ = self._privacy(self.privacy_event_, eps_iter, iters, delta)
+        self.nominal_privacy_event_ = (dp_event.SelfComposedDpEvent(event, iters)
+                                       if event is not None else None)
+        self.privacy_event_ = dp_event.NonPrivateDpEvent()  # inexact minimiser: no guarantee
+        self.privacy_ = self._privacy(self.nominal_privacy_event_, eps_iter, iters, delta)
         self.coef_ = z
         self.history_ = np.asarray(history)
         return self
