@@ -55,3 +55,17 @@ def test_rdp_admm_baselines_in_the_results_file(tmp_path):
             assert method["privacy"]["epsilon_if_exact_minimiser"] <= 1.0 + 1e-9
         else:
             assert method["privacy"]["epsilon"] <= 1.0 + 1e-9
+
+
+def test_baselines_without_seed_draw_os_entropy(tmp_path):
+    """No --seed: the baselines' data and noise come from OS entropy (a fixed default seed
+    would let anyone recompute the noise); the results record no seed."""
+    coefs = []
+    for k in range(2):
+        out = tmp_path / f"r{k}.json"
+        assert main(["--baselines", "median", "--epsilon", "2", "--n-samples", "200",
+                     "--n-test", "50", "--output", str(out), "--quiet"]) == 0
+        median = json.loads(out.read_text())["baselines"]["median"]
+        assert median["seed"] is None
+        coefs.append(median["methods"]["objective"]["coef"])
+    assert coefs[0] != coefs[1]

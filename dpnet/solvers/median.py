@@ -231,14 +231,16 @@ def simulate_median_data(n: int, *, rng: np.random.Generator) -> tuple[np.ndarra
 
 
 def run_median_baselines(
-    *, epsilon: float, seed: int, n_samples: int = 5000, ledger: PrivacyLedger | None = None
+    *, epsilon: float, seed: int | None, n_samples: int = 5000,
+    ledger: PrivacyLedger | None = None
 ) -> dict[str, Any]:
     """Fit the exact reference and Alg. 1-3 (paper's parameters, each at ``epsilon``) on the
     paper's simulation; every release goes to ``ledger`` (central, sequential composition).
 
     Returns a JSON-serialisable dict: per method intercept, coef, L2 / max error against the
     exact ridge-LAD fit, time in seconds; the pure epsilon spent by these baselines (the three
-    DP fits compose sequentially: 3 epsilon). The data are synthetic (drawn from ``seed``).
+    DP fits compose sequentially: 3 epsilon). The data are synthetic (drawn from ``seed``;
+    None: OS entropy, so that nobody can recompute the noise).
     """
     eps = _positive("epsilon", epsilon, PrivacyError)
     if int(n_samples) != n_samples or n_samples < 2 * PAPER_PARAMS["n_splits"]:
@@ -246,7 +248,8 @@ def run_median_baselines(
     ledger = PrivacyLedger() if ledger is None else ledger
     rng = np.random.default_rng(seed)
     X, y = simulate_median_data(int(n_samples), rng=rng)
-    out: dict[str, Any] = {"epsilon": eps, "seed": int(seed), "n_samples": int(n_samples),
+    out: dict[str, Any] = {"epsilon": eps, "seed": None if seed is None else int(seed),
+                           "n_samples": int(n_samples),
                            "true_theta": TRUE_THETA.tolist(), "methods": {}}
     start = time.perf_counter()
     Xc, yc = clip_rows_l2(X, PAPER_PARAMS["x_bound"]), clip_values(y, PAPER_PARAMS["y_bound"])

@@ -58,7 +58,7 @@ full-batch methods eta = 64 and T = 300 are the grid's largest values: their ste
 1/(1/eta + rho) is capped by 1/rho = 2 anyway, and T is a compute cap."""
 
 
-def make_estimators(*, lam: float, epsilon: float | None, delta: float, seed: int,
+def make_estimators(*, lam: float, epsilon: float | None, delta: float, seed: int | None,
                     loss: str = "logistic", n_epochs: int | None = None,
                     full_batch_epochs: int | None = None) -> dict[str, LinearClassifierMixin]:
     """The five private methods with the settings used in the experiments.
@@ -67,6 +67,10 @@ def make_estimators(*, lam: float, epsilon: float | None, delta: float, seed: in
     and 0.5 for mpADMM and DP-ADMM, 2 DP-ADMM parties, objP with 20 gradient epochs per
     iteration), the rest from :data:`TUNED_SETTINGS` (synthetic data only). ``n_epochs`` and
     ``full_batch_epochs`` override the epochs of the sampled and the full-batch methods.
+
+    Random streams: each method gets its own child of ``SeedSequence(seed)`` (children 1-5;
+    child 0 is left for the caller's data), so no two fits share noise and no fit's noise
+    repeats the data's stream; ``seed=None`` gives every method fresh OS entropy.
     """
     if loss not in TUNED_SETTINGS:
         raise ConfigError(f"loss must be one of {tuple(TUNED_SETTINGS)}, got {loss!r}")
@@ -76,16 +80,27 @@ def make_estimators(*, lam: float, epsilon: float | None, delta: float, seed: in
                              ("DP-ADMM", "n_iter", full_batch_epochs)):
         if value is not None:
             tuned[name][key] = value
-    common = {"lam": lam, "loss": loss, "epsilon": epsilon, "delta": delta,
-              "random_state": seed}
+    common = {"lam": lam, "loss": loss, "epsilon": epsilon, "delta": delta}
+    states = method_seeds(seed, 5)
     return {
-        "ssADMM": SSADMMClassifier(rho=0.25, **tuned["ssADMM"], **common),
-        "DP-SGD": DPSGDClassifier(**tuned["DP-SGD"], **common),
-        "mpADMM": MPADMMClassifier(rho=0.5, **tuned["mpADMM"], **common),
-        "DP-ADMM": DPADMMClassifier(rho=0.5, **tuned["DP-ADMM"], **common),
+        "ssADMM": SSADMMClassifier(rho=0.25, **tuned["ssADMM"], **common,
+                                   random_state=states[0]),
+        "DP-SGD": DPSGDClassifier(**tuned["DP-SGD"], **common, random_state=states[1]),
+        "mpADMM": MPADMMClassifier(rho=0.5, **tuned["mpADMM"], **common,
+                                   random_state=states[2]),
+        "DP-ADMM": DPADMMClassifier(rho=0.5, **tuned["DP-ADMM"], **common,
+                                    random_state=states[3]),
         "ADMM-objP": ADMMObjPClassifier(n_iter=10, inner_epochs=20, **tuned["ADMM-objP"],
-                                        **common),
+                                        **common, random_state=states[4]),
     }
+
+
+def method_seeds(seed: int | None, count: int) -> list[int | None]:
+    """Integer seeds of children 1..count of ``SeedSequence(seed)`` (None: OS entropy each)."""
+    if seed is None:
+        return [None] * count
+    children = np.random.SeedSequence(seed).spawn(count + 1)[1:]
+    return [int(c.generate_state(1, np.uint64)[0]) for c in children]
 
 
 def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +114,8 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_rdp_admm_baselines(*, epsilon: float, delta: float, seed: int, quick: bool = True,
+def run_rdp_admm_baselines(*, epsilon: float, delta: float, seed: int | None,
+                           quick: bool = True,
                            ledger: PrivacyLedger | None = None) -> dict:
     """Fit the five private methods on the paper's synthetic design (100 features,
     Sigma_ij = 0.5^|i-j|, 20 relevant, rows in the unit ball by a data-independent radius).
@@ -112,12 +128,12 @@ def run_rdp_admm_baselines(*, epsilon: float, delta: float, seed: int, quick: bo
     metrics are returned (test accuracy and objective, coverage xi_k), plus the accuracy of the
     true model (known by design, so it costs no privacy). Returns a JSON-serialisable dict.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ConfigError(f"seed must be an integer, got {seed!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise ConfigError(f"seed must be an integer or None (OS entropy), got {seed!r}")
     n_train, n_test = (4_000, 2_000) if quick else (36_000, 4_000)
     lam = 1e-4
-    rng = np.random.default_rng(seed)
-    X, y = make_synthetic(n_train + n_test, rng=rng)
+    data_seed = None if seed is None else np.random.SeedSequence(seed).spawn(1)[0]
+    X, y = make_synthetic(n_train + n_test, rng=np.random.default_rng(data_seed))
     Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
     loss = get_loss("logistic")
     truth = np.append(true_model(), 0.0)
