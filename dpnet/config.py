@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="'size:K', comma-separated ids, or a file with one id per column")
     g.add_argument("--labels", default=None, metavar="NEG,POS",
                    help="the public label domain: the file values meaning -1 and +1 "
-                   "(default: -1 or 0 -> -1, 1 -> +1); a machine may hold one class only")
+                   "(default: -1 or 0 -> -1, 1 -> +1; write --labels=-1,1 when NEG starts "
+                   "with '-'); a machine may hold one class only")
     g.add_argument("--test-data", default=None,
                    help="a PUBLIC test file, scored on its labels as given (default: hold out "
                    "--test-fraction of --data, whose labels are randomized like all others)")
