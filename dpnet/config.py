@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from dpnet.data.labels import LabelDomain
 from dpnet.errors import ConfigError
 from dpnet.network.topology import TOPOLOGY_NAMES
+from dpnet.privacy.mechanisms import keep_prob_from_epsilon
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,9 @@ class RunConfig:
             return self.keep_prob
         if math.isinf(self.epsilon):
             return 1.0
-        return math.exp(self.epsilon) / (1.0 + math.exp(self.epsilon))
+        if not self.epsilon < MAX_FINITE_EPSILON:
+            return 1.0  # refused by validate()
+        return keep_prob_from_epsilon(self.epsilon)
 
     @property
     def label_epsilon(self) -> float:
@@ -66,33 +69,45 @@ class RunConfig:
         return math.inf if p == 1.0 else math.log(p / (1.0 - p))
 
     def validate(self) -> RunConfig:
+        """Return ``self`` or raise ConfigError naming the first invalid option (one line)."""
         if self.keep_prob is not None and not math.isinf(self.epsilon):
             raise ConfigError("give either --epsilon or --keep-prob, not both")
         if not (self.epsilon > 0):
             raise ConfigError(f"--epsilon must be > 0 (inf for no privacy), got {self.epsilon}")
+        if not math.isinf(self.epsilon) and not self.epsilon < MAX_FINITE_EPSILON:
+            raise ConfigError(
+                f"--epsilon {self.epsilon:g} is so large that the keep probability "
+                f"e^eps/(1+e^eps) rounds to 1 (no label is ever flipped): use --epsilon inf "
+                f"for no privacy, or an epsilon below {MAX_FINITE_EPSILON:g}")
         if self.keep_prob is not None and not (0.5 < self.keep_prob < 1.0):
             raise ConfigError(f"--keep-prob must lie in (0.5, 1), got {self.keep_prob}")
         checks = [
-            (self.lam > 0, f"--lam must be > 0, got {self.lam}"),
-            (self.c > 0, f"--c must be > 0, got {self.c}"),
+            (0 < self.lam < math.inf, f"--lam must be finite and > 0, got {self.lam}"),
+            (0 < self.c < math.inf, f"--c must be finite and > 0, got {self.c}"),
             (0 < self.alpha_z <= 1, f"--alpha-z must lie in (0, 1], got {self.alpha_z}"),
             (self.max_rounds >= 1, f"--max-rounds must be >= 1, got {self.max_rounds}"),
-            (self.tol > 0, f"--tol must be > 0, got {self.tol}"),
-            (self.max_coef_norm > 0, f"--max-coef-norm must be > 0, got {self.max_coef_norm}"),
+            (0 < self.tol < 1, f"--tol must lie in (0, 1), got {self.tol}"),
+            (0 < self.max_coef_norm < math.inf,
+             f"--max-coef-norm must be finite and > 0, got {self.max_coef_norm}"),
+            (self.seed is None or 0 <= self.seed < 2**63,
+             f"--seed must be an integer in [0, 2^63), got {self.seed}"),
+            (0 <= self.topology_seed < 2**32,
+             f"--topology-seed must be an integer in [0, 2^32), got {self.topology_seed}"),
             (self.machines >= 1, f"--machines must be >= 1, got {self.machines}"),
             (self.n_samples >= 2, f"--n-samples must be >= 2, got {self.n_samples}"),
             (self.n_test >= 0, f"--n-test must be >= 0, got {self.n_test}"),
             (0 <= self.test_fraction < 1, "--test-fraction must lie in [0, 1)"),
             (self.beta_steps >= 1, "--beta-steps must be >= 1"),
-            (self.beta_step_size > 0, "--beta-step-size must be > 0"),
+            (0 < self.beta_step_size < math.inf, "--beta-step-size must be finite and > 0"),
             (self.progress_every >= 0, "--progress-every must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        if self.shard_sizes is not None and self.data is not None and "{rank}" in self.data:
+            raise ConfigError("--shard-sizes does not apply when every machine loads its own "
+                              "file ({rank} in --data)")
         LabelDomain.parse(self.labels)
-        if self.oracle_output is not None and self.oracle_output == self.output:
-            raise ConfigError("--oracle-output must be another file than --output")
         for name in self.baselines:
             if name not in BASELINES:
                 raise ConfigError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
@@ -105,6 +120,8 @@ class RunConfig:
 
 
 BASELINES = ("median", "rdp-admm")
+# from about 36.74 on, e^eps / (1 + e^eps) rounds to 1 in float64: no label would be flipped
+MAX_FINITE_EPSILON = 36.7
 
 
 class _Parser(argparse.ArgumentParser):

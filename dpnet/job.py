@@ -132,9 +132,16 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
         if public_test is None and config.test_fraction > 0:
             tr, te = train_test_split_indices(full.n_samples, config.test_fraction, data_rng)
             train, holdout = full.subset(tr), full.subset(te)
+    held = "" if config.data is None or holdout is None \
+        else f" (after holding out {holdout.n_samples} test rows)"
     if train.n_samples < n_machines:
-        raise ConfigError(f"{train.n_samples} training rows cannot be split over "
+        raise ConfigError(f"{train.n_samples} training rows{held} cannot be split over "
                           f"{n_machines} machines")
+    if config.shard_sizes is not None and (len(config.shard_sizes) != n_machines
+                                           or sum(config.shard_sizes) != train.n_samples):
+        raise ConfigError(f"--shard-sizes gives {len(config.shard_sizes)} sizes summing to "
+                          f"{sum(config.shard_sizes)}; need {n_machines} sizes summing to the "
+                          f"{train.n_samples} training rows{held}")
     weights = group_weights(train.groups, config.group_weights)
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
     shards = [RawShard(np.ascontiguousarray(train.X[idx]), train.y[idx].copy(),

@@ -18,6 +18,7 @@ import numpy as np
 
 from dpnet.config import RunConfig
 from dpnet.decentralized.admm import ProgressRecord
+from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
 from dpnet.job import HOLDOUT_PART, MachineRelease, PublicSetUp
 from dpnet.penalties.group import group_norms, group_penalty, groups_from_labels
@@ -25,6 +26,8 @@ from dpnet.privacy.ledger import PrivacyLedger
 
 SELECT_RTOL = 1e-6
 STOP_WARNINGS = {
+    "non-finite": "an iterate or objective became NaN or inf: the run stopped at once and the "
+                  "coefficients are not an estimate (scale the data or check --lam / --c)",
     "diverged": "the iterates ran away (||theta|| > --max-coef-norm): the objective may have "
                 "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
                 "coefficients are not an optimum",
@@ -160,6 +163,34 @@ def build_report(config: RunConfig, topo: dict[str, Any], public: PublicSetUp,
     }
 
 
+def check_output_paths(config: RunConfig) -> None:
+    """Before the first round: every output path (--output, --oracle-output, --plot) can be
+    written, so that a bad path never costs a whole run (ConfigError naming the option)."""
+    outputs = {"--output": config.output, "--oracle-output": config.oracle_output,
+               "--plot": config.plot}
+    given = [(option, Path(path)) for option, path in outputs.items() if path]
+    for i, (option, path) in enumerate(given):
+        if path.is_dir():
+            raise ConfigError(f"{option} {path} is a directory; give a file name")
+        if any(path.resolve() == other.resolve() for _, other in given[:i]):
+            raise ConfigError(f"{option} {path} is also another output's file")
+        ancestor = path.parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise ConfigError(f"{option} {path}: {ancestor} is not a directory")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise ConfigError(f"{option} {path}: no permission to write in {ancestor}")
+    if config.plot:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        formats = FigureCanvasAgg.get_supported_filetypes()
+        suffix = Path(config.plot).suffix.lower().lstrip(".")
+        if suffix not in formats:
+            raise ConfigError(f"--plot {config.plot}: unknown image format {suffix!r}; use "
+                              f"one of {', '.join(sorted(formats))}")
+
+
 def write_json_atomic(path: str | Path, payload: dict[str, Any]) -> None:
     """Write to a temporary file in the same folder, then rename: never a half-written file.
 
@@ -174,21 +205,27 @@ def write_json_atomic(path: str | Path, payload: dict[str, Any]) -> None:
     try:
         os.fchmod(fd, FILE_MODE & ~umask)
         with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2, default=_json_default)
+            json.dump(strict_json(payload), fh, indent=2, allow_nan=False)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.generic):
-        return obj.item()
+def strict_json(obj: Any) -> Any:
+    """``obj`` with numpy values as Python ones and non-finite floats as JSON-valid values:
+    NaN -> null, +-inf -> "inf" / "-inf" (the ledger's convention): the file is valid JSON."""
+    if isinstance(obj, dict):
+        return {str(k): strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [strict_json(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        return obj.tolist()
+        return strict_json(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    raise TypeError(f"cannot serialise {type(obj).__name__}")
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
@@ -206,8 +243,6 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"  privacy: randomized response, epsilon = {'inf' if eps is None else f'{eps:.6g}'} "
         f"label-DP per machine; {FEATURES_NOTE}",
         *([f"  privacy: {priv['seed']}"] if report["seed"] is not None else []),
-        *([f"  WARNING: {STOP_WARNINGS[report['stop_reason']]}"]
-          if report["stop_reason"] in STOP_WARNINGS else []),
         *(f"  baseline {name}: own synthetic data, own ledger, total "
           f"{_ledger_total(b.get('ledger', {}))}" for name, b in report["baselines"].items()),
     ]

@@ -2,8 +2,12 @@
 
 Under ``mpiexec -n J`` every rank is one machine (MPI backend); run without mpiexec, all J
 machines run as threads of this process (in-process backend, same numerics, same results).
-Bad input gives one line from rank 0 and exit code 2 on every rank; an exception on any rank
-during the rounds aborts the whole job (exit code 1).
+
+Exit codes: 0 a result (converged, or max_rounds with a warning); 1 an exception on some rank
+aborted the job; 2 bad input (one line from rank 0, before any round: options, data, graph,
+output paths, ranks started with different settings); 3 no estimate (an iterate became
+non-finite, or ran away: stop_reason "non-finite" / "diverged"); 4 the results were written
+but the plot could not be; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 import networkx as nx
 
 from dpnet.config import RunConfig, parse_config
-from dpnet.errors import DpnetError
+from dpnet.errors import DpnetError, TopologyError
 from dpnet.job import (
     MachineOutcome,
     SetUp,
@@ -31,12 +35,19 @@ from dpnet.job import (
 from dpnet.network.topology import build_topology, describe_topology, validate_topology
 from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.report import (
+    STOP_WARNINGS,
     build_report,
+    check_output_paths,
     consensus_model,
     print_progress,
     summary_lines,
     write_json_atomic,
 )
+
+EXIT_NO_ESTIMATE = 3
+EXIT_PLOT_FAILED = 4
+EXIT_INTERRUPTED = 130
+NO_ESTIMATE = ("non-finite", "diverged")
 
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
@@ -77,9 +88,13 @@ def run_baselines(config: RunConfig) -> dict[str, Any]:
     return out
 
 
+def _exit_code(stop_reason: str) -> int:
+    return EXIT_NO_ESTIMATE if stop_reason in NO_ESTIMATE else 0
+
+
 def _finish(config: RunConfig, graph: nx.Graph, setup: SetUp, outcomes: list[MachineOutcome],
-            wall: float, backend: str) -> None:
-    """Rank 0: the release (report, file, plot, summary) and, if asked, the oracle file."""
+            wall: float, backend: str) -> int:
+    """Rank 0: the release (report, file, summary, plot) and, if asked, the oracle file."""
     baselines = run_baselines(config) if config.baselines else None
     releases = [o.release for o in outcomes]
     report = build_report(config, describe_topology(graph), setup.public, releases, wall,
@@ -93,14 +108,25 @@ def _finish(config: RunConfig, graph: nx.Graph, setup: SetUp, outcomes: list[Mac
             setup.holdout_raw))
     if config.output:
         write_json_atomic(config.output, report)
-    if config.plot:
-        from dpnet.plots import plot_convergence
-
-        plot_convergence(report, config.plot)
     if not config.quiet or config.output is None:
         print("\n".join(summary_lines(report)), flush=True)
         if config.output:
             print(f"  results written to {config.output}", flush=True)
+    if report["stop_reason"] in STOP_WARNINGS:  # also with --quiet
+        print(f"dpnet: warning: stop {report['stop_reason']}: "
+              f"{STOP_WARNINGS[report['stop_reason']]}", file=sys.stderr, flush=True)
+    if config.plot:
+        from dpnet.plots import plot_convergence
+
+        try:
+            plot_convergence(report, config.plot)
+        except (OSError, ValueError, RuntimeError) as exc:
+            kept = f"results in {config.output}" if config.output else "summary above"
+            print(f"dpnet: error: the plot {config.plot} could not be written "
+                  f"({type(exc).__name__}: {exc}); the run itself finished ({kept})",
+                  file=sys.stderr, flush=True)
+            return EXIT_PLOT_FAILED
+    return _exit_code(report["stop_reason"])
 
 
 def _progress(config: RunConfig) -> Any:
@@ -112,6 +138,7 @@ def run_inprocess(config: RunConfig) -> int:
 
     start = time.perf_counter()
     try:
+        check_output_paths(config)
         graph = build_topology(config.topology, config.machines, seed=config.topology_seed)
         graph = validate_topology(graph, graph.number_of_nodes())
         if data_per_machine(config):
@@ -128,8 +155,7 @@ def run_inprocess(config: RunConfig) -> int:
     diameter = nx.diameter(graph)
     outcomes = run_in_process(graph, lambda comm: machine_main(
         comm, shards[comm.rank], config, diameter, _progress(config)))
-    _finish(config, graph, setup, outcomes, time.perf_counter() - start, "inprocess")
-    return 0
+    return _finish(config, graph, setup, outcomes, time.perf_counter() - start, "inprocess")
 
 
 def run_mpi(config: RunConfig) -> int:
@@ -144,12 +170,18 @@ def run_mpi(config: RunConfig) -> int:
     world = mpi_comm.MPISetup()
     start = time.perf_counter()
     graph = setup = None
-    error = None
-    try:
-        graph = validate_topology(
-            build_topology(config.topology, world.size, seed=config.topology_seed), world.size)
-    except DpnetError as exc:
-        error = f"{exc} (mpiexec started {world.size} ranks, one per machine)"
+    error = settings_mismatch(world.allgather(config.as_dict()))
+    if error is None:
+        try:
+            if world.rank == 0:
+                check_output_paths(config)
+            graph = validate_topology(
+                build_topology(config.topology, world.size, seed=config.topology_seed),
+                world.size)
+        except TopologyError as exc:
+            error = f"{exc} (mpiexec started {world.size} ranks, one per machine)"
+        except DpnetError as exc:
+            error = str(exc)
     if (error := world.agree(error)) is not None:
         return _fail(error, world.rank)
     if data_per_machine(config):
@@ -167,10 +199,27 @@ def run_mpi(config: RunConfig) -> int:
     comm = mpi_comm.MPICommunicator(graph)
     outcome = machine_main(comm, shard, config, nx.diameter(graph), _progress(config))
     outcomes = comm.gather_to_root(outcome)
+    code = _exit_code(outcome.release.result.stop_reason)
     if world.rank == 0:
-        _finish(config, graph, setup, outcomes, time.perf_counter() - start, "mpi")
+        code = _finish(config, graph, setup, outcomes, time.perf_counter() - start, "mpi")
     comm.free()
-    return 0
+    return code
+
+
+def settings_mismatch(configs: list[dict[str, Any]]) -> str | None:
+    """A line naming the first rank and option that differ from rank 0's, or None.
+
+    Ranks started with different settings (an MPMD command line) would disagree on buffer
+    sizes or on the stop round and wait for each other forever; they are refused at set-up.
+    """
+    for rank, other in enumerate(configs):
+        diff = [k for k in configs[0] if configs[0][k] != other.get(k)]
+        if diff:
+            key = diff[0]
+            return (f"rank {rank} was started with other settings than rank 0 "
+                    f"(--{key.replace('_', '-')}: {other.get(key)!r} vs {configs[0][key]!r}); "
+                    f"every rank needs the same options")
+    return None
 
 
 def _own_shards(config: RunConfig, world: Any) -> tuple[Any, Any, str | None]:
@@ -208,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_inprocess(config)
     except DpnetError as exc:
         return _fail(str(exc), 0)
+    except KeyboardInterrupt:
+        print("dpnet: interrupted: every machine stopped, nothing written", file=sys.stderr,
+              flush=True)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -59,10 +59,11 @@ def test_nan_in_data(capsys, tmp_path, good):
     assert "NaN or inf" in _error(capsys, ["--data", _npz(tmp_path / "inf.npz", X, y)])
 
 
-def test_labels_not_two_classes(capsys, tmp_path, good):
+def test_labels_outside_the_domain(capsys, tmp_path, good):
     X, _ = good
     y = np.arange(50) % 3
-    assert "class" in _error(capsys, ["--data", _npz(tmp_path / "three.npz", X, y)])
+    msg = _error(capsys, ["--data", _npz(tmp_path / "three.npz", X, y)])
+    assert "16 label(s) outside the label domain" in msg and "data row 3" in msg
 
 
 def test_groups_not_covering_the_columns(capsys, tmp_path, good):

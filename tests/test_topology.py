@@ -154,7 +154,7 @@ def test_string_labels_are_converted() -> None:
 
 
 def test_validation_errors(tmp_path: Path) -> None:
-    with pytest.raises(TopologyError, match="^graph has 6 nodes but 5 MPI ranks were started$"):
+    with pytest.raises(TopologyError, match="^graph has 6 nodes but 5 machines were requested$"):
         validate_topology(nx.cycle_graph(6), 5)
     with pytest.raises(TopologyError, match="not connected \\(2 components\\)"):
         validate_topology(nx.Graph([(0, 1), (2, 3)]), 4)

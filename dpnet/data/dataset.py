@@ -9,6 +9,10 @@ from numpy.typing import ArrayLike
 
 from dpnet.errors import DataError
 
+# features of larger magnitude are refused: their squares (Hessians, row norms) would leave
+# the float64 range and the solver would return NaN or a wrong fit
+MAX_ABS_FEATURE = 1e100
+
 
 @dataclass(frozen=True)
 class GroupData:
@@ -51,11 +55,11 @@ class GroupData:
     def validate(self, source: str = "data", *, both_classes: bool = True) -> GroupData:
         """Return ``self`` or raise :class:`DataError` naming ``source`` and the problem.
 
-        Checks: X is a finite float64 (n, p) array, y a finite (n,) vector with values in
-        {-1, +1} (and both classes present if ``both_classes``: never for label-private data,
-        where whether a check passes must not depend on the labels), groups an int64 (p,)
-        vector whose ids are exactly 0..G-1, coef_true (if given) of shape (p,), feature_names
-        (if given) of length p.
+        Checks: X is a finite float64 (n, p) array with |x| < MAX_ABS_FEATURE; y a finite (n,)
+        vector with values in {-1, +1} (and both classes present if ``both_classes``: never
+        for label-private data, where whether a check passes must not depend on the labels);
+        groups an int64 (p,) vector whose ids are exactly 0..G-1; coef_true (if given) of
+        shape (p,); feature_names (if given) of length p.
         """
         X, y, g = self.X, self.y, self.groups
         if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float64:
@@ -67,6 +71,12 @@ class GroupData:
             raise DataError(f"{source}: X has shape {X.shape}; need at least one row and column")
         if not np.isfinite(X).all():
             raise DataError(f"{source}: X contains NaN or inf")
+        if X.size and np.abs(X).max() >= MAX_ABS_FEATURE:
+            row = int(np.argmax((np.abs(X) >= MAX_ABS_FEATURE).any(axis=1))) + 1
+            raise DataError(
+                f"{source}: X has values of magnitude >= {MAX_ABS_FEATURE:.0e} (first in data "
+                f"row {row}); rescale the features by a known bound (dpnet never rescales by "
+                f"the data's own range)")
         if not isinstance(y, np.ndarray) or y.shape != (n,):
             shape = getattr(y, "shape", None)
             raise DataError(f"{source}: y has shape {shape}, expected ({n},) to match X")

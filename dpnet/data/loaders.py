@@ -41,6 +41,14 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise DataError(f"{path}: file does not exist")
+    if not path.is_file():
+        raise DataError(f"{path}: is a directory, not a data file" if path.is_dir()
+                        else f"{path}: not a regular file")
+
+
 def _detect_format(path: Path, fmt: str | None) -> str:
     if fmt is not None:
         if fmt not in FORMATS:
@@ -149,13 +157,29 @@ def _is_number(token: str) -> bool:
 
 def _read_text(path: Path) -> str:
     try:
+        # utf-8-sig: a byte-order mark (as spreadsheet programs write) is not part of row 1
         if path.suffix.lower() == ".gz":
-            with gzip.open(path, "rt", newline="") as fh:
+            with gzip.open(path, "rt", encoding="utf-8-sig", newline="") as fh:
                 return fh.read()
-        with path.open(newline="") as fh:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
             return fh.read()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: unreadable ({_one_line(exc)})") from None
+
+
+def _is_header(rows: list[list[str]]) -> bool:
+    """Row 1 is a header iff it has a non-numeric cell in a column whose cells in the data
+    rows are all numeric (a name over numbers). A data row with a text label is never taken
+    for a header: its label column is text in the other rows too. A single row is a header
+    only if no cell is numeric."""
+    first = rows[0]
+    if len(rows) == 1:
+        return not any(_is_number(c) for c in first)
+    body = rows[1:]
+    for j, cell in enumerate(first):
+        if not _is_number(cell) and all(j < len(r) and _is_number(r[j]) for r in body):
+            return True
+    return False
 
 
 def _load_csv(
@@ -165,7 +189,7 @@ def _load_csv(
     if not rows:
         raise DataError(f"{path}: CSV file is empty")
     header = None
-    if not all(_is_number(c) for c in rows[0]):
+    if _is_header(rows):
         header = [c.strip() for c in rows[0]]
         rows = rows[1:]
         if not rows:
@@ -240,8 +264,7 @@ def load_dataset(
     """
     path = Path(path)
     kind = _detect_format(path, fmt)
-    if not path.is_file():
-        raise DataError(f"{path}: file does not exist")
+    _check_file(path)
     names = None
     file_groups = None
     if kind == "npz":
@@ -282,8 +305,7 @@ def load_memset(
     path = Path(path)
     if path.is_dir():
         path = path / MEMSET_FILE
-    if not path.is_file():
-        raise DataError(f"{path}: file does not exist")
+    _check_file(path)
     rows = list(csv.reader(io.StringIO(_read_text(path))))
     if not rows or [c.strip() for c in rows[0]] != ["split", "y", "seq"]:
         raise DataError(f"{path}: expected the header 'split,y,seq'")
@@ -356,8 +378,7 @@ def load_ipums(
     """
     lo_in, hi_in = bounds
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file does not exist")
+    _check_file(path)
     try:
         data = np.loadtxt(path, dtype=np.float64, ndmin=2)
     except (OSError, ValueError, UnicodeDecodeError) as exc:

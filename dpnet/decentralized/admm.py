@@ -169,6 +169,12 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
                 on_progress(record)
             if config.progress_every and done_round % config.progress_every == 0:
                 history.append(record)
+            if not np.isfinite(complete).all():
+                # NaN or inf in any machine's iterate or objective: nothing after it can be
+                # trusted (max-based tests are false for NaN), so stop everyone now
+                stop_reason = "non-finite"
+                history.append(record)
+                break
             if complete[:, 4].max() > config.max_coef_norm:
                 # the objective has no minimiser (or c is badly off): relative residuals
                 # would look small on a run-away iterate, so stop and say so

@@ -18,6 +18,9 @@ from threadpoolctl import threadpool_limits
 
 from dpnet.network.comm import TrafficStats
 
+JOIN_POLL_SECONDS = 0.2
+INTERRUPT_GRACE_SECONDS = 5.0
+
 
 class _SharedState:
     def __init__(self, size: int, timeout: float) -> None:
@@ -65,8 +68,10 @@ def run_in_process(graph: nx.Graph, target: Callable[[InProcessCommunicator], An
     """Run ``target(comm)`` for every node of ``graph`` in its own thread; return the results.
 
     The first exception raised on any machine is re-raised here after all threads stopped.
-    BLAS runs single-threaded meanwhile: the machines already are the parallelism, and
-    BLAS worker threads spinning beside them slow every round down.
+    A KeyboardInterrupt (Ctrl-C reaches the main thread only) breaks the barrier, so every
+    machine stops at its next exchange, and is re-raised once they have. BLAS runs
+    single-threaded meanwhile: the machines already are the parallelism, and BLAS worker
+    threads spinning beside them slow every round down.
     """
     size = graph.number_of_nodes()
     shared = _SharedState(size, timeout)
@@ -83,12 +88,20 @@ def run_in_process(graph: nx.Graph, target: Callable[[InProcessCommunicator], An
             errors.append((rank, exc))
             shared.barrier.abort()
 
-    threads = [threading.Thread(target=body, args=(r,), name=f"machine-{r}") for r in range(size)]
+    threads = [threading.Thread(target=body, args=(r,), name=f"machine-{r}", daemon=True)
+               for r in range(size)]
     with threadpool_limits(limits=1, user_api="blas"):
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(JOIN_POLL_SECONDS)  # a bare join() would not see Ctrl-C
+        except KeyboardInterrupt:
+            shared.barrier.abort()
+            for t in threads:
+                t.join(INTERRUPT_GRACE_SECONDS)
+            raise
     if errors:
         real = [e for e in errors if not isinstance(e[1], threading.BrokenBarrierError)]
         rank, exc = (real or errors)[0]

@@ -177,8 +177,10 @@ def build_topology(
                 f"unknown topology {spec!r}: expected one of {', '.join(TOPOLOGY_NAMES)} "
                 f"or a graph file ({', '.join(_FILE_SUFFIXES)})"
             )
-        if not path.is_file():
+        if not path.exists():
             raise TopologyError(f"graph file {spec} does not exist")
+        if not path.is_file():
+            raise TopologyError(f"graph file {spec} is not a regular file")
         G = _read_graph_file(path)
         name = path.stem
     G = validate_topology(G, n_nodes)
@@ -224,7 +226,7 @@ def validate_topology(G: nx.Graph, n_ranks: int) -> nx.Graph:
             f"graph has self-loop(s) at node(s) {sorted(mapping[u] for u in loops)}"
         )
     if J != n_ranks:
-        raise TopologyError(f"graph has {J} nodes but {n_ranks} MPI ranks were started")
+        raise TopologyError(f"graph has {J} nodes but {n_ranks} machines were requested")
     if not nx.is_connected(G):
         n_comp = nx.number_connected_components(G)
         raise TopologyError(f"graph is not connected ({n_comp} components)")

@@ -263,8 +263,22 @@ def gaussian_sigma(
 
 
 def keep_prob_from_epsilon(epsilon: float) -> float:
-    """p = e^eps / (1 + e^eps), the keep probability of binary RR with budget epsilon."""
-    return float(special.expit(_positive("epsilon", epsilon)))
+    """The keep probability of binary RR with budget epsilon: the double nearest below
+    e^eps / (1 + e^eps) whose own budget ln(p / (1 - p)) does not exceed epsilon.
+
+    Rounding to the nearest double can raise the budget: at eps = 30, 1 - p is 9.4e-14 and
+    its rounding moves ln(p/(1-p)) by 1e-3 (30.001 > 30). p = 1 (eps >= 36.8) is refused.
+    """
+    eps = _positive("epsilon", epsilon)
+    p = float(special.expit(eps))
+    # ln(p/(1-p)) in floating point: 1 - p is exact (Sterbenz), the division and the log add
+    # at most ~2 ulp, i.e. < 4.5e-16 (1 + eps) in absolute terms: stay below eps by that much
+    while p > 0.5 and epsilon_from_keep_prob(p) + 4.5e-16 * (1.0 + eps) > eps:
+        p = math.nextafter(p, 0.0)
+    if p == 1.0:
+        raise PrivacyError(f"epsilon {eps:g} is too large: the keep probability rounds to 1 "
+                           f"(no label would ever be flipped)")
+    return p
 
 
 def epsilon_from_keep_prob(p: float) -> float:

@@ -1,0 +1,248 @@
+"""Never a silent wrong result: non-finite iterates stop the run, loaders keep every row,
+invalid numbers and paths are refused before any round, Ctrl-C and mismatched ranks end
+cleanly."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from dpnet.data.loaders import load_dataset
+from dpnet.decentralized import admm
+from dpnet.decentralized.admm import ADMMConfig, run_machine
+from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.errors import ConfigError
+from dpnet.estimators import DecentralizedGroupLassoLogistic
+from dpnet.network.inprocess import run_in_process
+from dpnet.penalties.group import groups_from_labels
+from dpnet.run import main
+from tests.launch import mpiexec_path, run_job
+
+
+def _error_line(capsys, argv) -> str:
+    code = main(argv)
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2, captured
+    assert len(lines) == 1 and lines[0].startswith("dpnet: error: "), lines
+    assert "round" not in captured.out  # refused before the first round
+    return lines[0]
+
+
+# ------------------------------------------------------------------ non-finite iterates
+
+
+def test_non_finite_iterate_stops_every_machine_in_the_same_round():
+    """Margins of 1e200 overflow: every machine must stop with 'non-finite' at once (not run
+    to max_rounds and report NaN as a result)."""
+    graph = nx.cycle_graph(4)
+    rng = np.random.default_rng(0)
+    grp_ptr, grp_indices = groups_from_labels(np.arange(3))
+
+    def machine(comm):
+        X = np.hstack([rng.standard_normal((10, 3)) * (1e200 if comm.rank == 2 else 1.0),
+                       np.ones((10, 1))])
+        data = LocalData(X, np.where(np.arange(10) % 2 == 0, 1.0, -1.0), 40)
+        groups = GroupStructure(grp_ptr, grp_indices, np.full(3, 0.01))
+        return run_machine(comm, data, groups, ADMMConfig(lam=0.1, max_rounds=500),
+                           nx.diameter(graph))
+
+    results = run_in_process(graph, machine)
+    assert {r.stop_reason for r in results} == {"non-finite"}
+    assert len({r.rounds for r in results}) == 1 and results[0].rounds < 20
+
+
+def test_non_finite_run_exits_3_with_valid_json(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(admm, "local_objective", lambda data, theta: math.nan)
+    out = tmp_path / "r.json"
+    assert main(["--n-samples", "200", "--n-test", "50", "--quiet", "--output", str(out),
+                 "--max-rounds", "1000"]) == 3
+    text = out.read_text()
+    report = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    assert report["stop_reason"] == "non-finite" and report["rounds"] < 10
+    assert report["objective"]["on_randomized_labels"] is None  # NaN written as null
+    assert "dpnet: warning: stop non-finite" in capsys.readouterr().err
+
+
+def test_absurd_feature_magnitudes_are_refused(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 3))
+    X[9, 1] = 1e300
+    np.savez(tmp_path / "d.npz", X=X, y=np.where(rng.random(50) < 0.5, 1.0, -1.0))
+    line = _error_line(capsys, ["--data", str(tmp_path / "d.npz")])
+    assert "magnitude >= 1e+100" in line and "data row 10" in line
+
+
+# ------------------------------------------------------------------ loaders keep every row
+
+
+def _csv_rows(n: int, labels: list[str]) -> list[str]:
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((n, 2)).round(3)
+    return [f"{a},{b},{labels[i % 2]}" for i, (a, b) in enumerate(X)]
+
+
+@pytest.mark.parametrize(("header", "bom", "labels", "domain"), [
+    (False, False, ["no", "yes"], "no,yes"),   # text labels, no header: row 1 is data
+    (True, False, ["no", "yes"], "no,yes"),
+    (False, True, ["0", "1"], None),           # byte-order mark before row 1
+    (True, True, ["0", "1"], None),
+    (False, False, ["0", "1"], None),
+])
+def test_csv_loader_never_drops_a_row(tmp_path, header, bom, labels, domain):
+    lines = (["a,b,y"] if header else []) + _csv_rows(200, labels)
+    path = tmp_path / "d.csv"
+    path.write_bytes(("\ufeff" if bom else "").encode() + "\n".join(lines).encode() + b"\n")
+    from dpnet.data.labels import LabelDomain
+
+    data = load_dataset(path, labels=LabelDomain.parse(domain))
+    assert data.n_samples == 200
+    assert data.y[0] == (1.0 if labels[0] in ("yes", "1") else -1.0)
+    first = lines[1 if header else 0].split(",")
+    np.testing.assert_array_equal(data.X[0], [float(first[0]), float(first[1])])
+
+
+# ------------------------------------------------------------------ invalid numbers, paths
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--epsilon", "800"], "rounds to 1"),
+    (["--epsilon", "1e9"], "rounds to 1"),
+    (["--epsilon", "40"], "rounds to 1"),
+    (["--epsilon", "nan"], "--epsilon"),
+    (["--seed", "-1"], "--seed"),
+    (["--topology-seed", "-3"], "--topology-seed"),
+    (["--tol", "inf"], "--tol"),
+    (["--tol", "nan"], "--tol"),
+    (["--lam", "inf"], "--lam"),
+    (["--lam", "nan"], "--lam"),
+    (["--c", "inf"], "--c"),
+    (["--max-coef-norm", "nan"], "--max-coef-norm"),
+    (["--beta-step-size", "inf"], "--beta-step-size"),
+])
+def test_invalid_numbers_exit_2_before_any_work(capsys, argv, needle):
+    assert needle in _error_line(capsys, argv)
+
+
+def test_large_but_representable_epsilon_runs(capsys):
+    """eps = 30: the nearest double to e^30/(1+e^30) would give eps = 30.001; the keep
+    probability is rounded down instead and the report states the budget actually used."""
+    assert main(["--epsilon", "30", "--n-samples", "100", "--n-test", "20", "--quiet"]) == 0
+    assert "epsilon = 29.9998 label-DP" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("epsilon", [1e-6, 0.1, 1.0, 3.0, 10.0, 20.0, 30.0, 35.0, 36.6])
+def test_keep_probability_never_spends_more_than_asked(epsilon):
+    from mpmath import log, mp, mpf
+
+    from dpnet.privacy.mechanisms import keep_prob_from_epsilon
+
+    mp.dps = 50
+    p = keep_prob_from_epsilon(epsilon)
+    assert log(mpf(p) / (1 - mpf(p))) <= epsilon  # exact budget of the double p
+
+
+def test_estimator_refuses_epsilon_beyond_float_range():
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    with pytest.raises(ConfigError, match="rounds to 1"):
+        DecentralizedGroupLassoLogistic(epsilon=1e9).fit(X, np.where(X[:, 0] > 0, 1, -1))
+
+
+def test_output_paths_are_checked_before_the_first_round(capsys, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    assert "is a directory" in _error_line(capsys, ["--output", str(tmp_path)])
+    assert "is not a directory" in _error_line(
+        capsys, ["--output", str(tmp_path / "afile" / "r.json")])
+    assert "--plot" in _error_line(capsys, ["--plot", str(tmp_path / "afile" / "c.png")])
+    assert "other output" in _error_line(
+        capsys, ["--output", str(tmp_path / "r.json"), "--oracle-output",
+                 str(tmp_path / "r.json")])
+    assert "--plot" in _error_line(capsys, ["--plot", str(tmp_path / "c.unknownformat")])
+
+
+def test_failed_plot_after_a_good_run_keeps_the_results(tmp_path, capsys, monkeypatch):
+    import dpnet.plots
+
+    def broken(report, path):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(dpnet.plots, "plot_convergence", broken)
+    out = tmp_path / "r.json"
+    assert main(["--n-samples", "200", "--n-test", "50", "--output", str(out),
+                 "--plot", str(tmp_path / "c.png"), "--progress-every", "0"]) == 4
+    captured = capsys.readouterr()
+    assert json.loads(out.read_text())["stop_reason"] == "converged"
+    assert "dpnet: 5 machines" in captured.out  # the summary is still shown
+    assert "could not be written (OSError: disk full)" in captured.err
+
+
+def test_shard_size_messages(capsys, tmp_path):
+    assert "need 5 sizes summing to the 2500 training rows;" in _error_line(
+        capsys, ["--n-samples", "2500", "--shard-sizes", "1,2"]) + ";"
+    X = np.random.default_rng(0).standard_normal((100, 3))
+    np.savez(tmp_path / "d.npz", X=X, y=np.where(X[:, 0] > 0, 1.0, -1.0))
+    assert "need 5 sizes summing to the 75 training rows (after holding out 25 test rows)" in \
+        _error_line(capsys, ["--data", str(tmp_path / "d.npz"), "--shard-sizes", "70,1,1,1,1"])
+    assert "does not apply" in _error_line(
+        capsys, ["--data", "part-{rank}.npz", "--shard-sizes", "1,1,1,1,1"])
+
+
+def test_messages_say_what_is_wrong(capsys, tmp_path):
+    ring8 = tmp_path / "ring8.edgelist"
+    nx.write_edgelist(nx.cycle_graph(8), ring8, data=False)
+    line = _error_line(capsys, ["--topology", str(ring8), "--machines", "5"])
+    assert "8 nodes but 5 machines were requested" in line and "MPI" not in line
+    (tmp_path / "dir.npz").mkdir()
+    assert "is a directory" in _error_line(capsys, ["--data", str(tmp_path / "dir.npz")])
+
+
+# ------------------------------------------------------------------ Ctrl-C, mismatched ranks
+
+
+def test_ctrl_c_ends_an_inprocess_run_at_once(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dpnet.run", "--machines", "5", "--n-samples", "3000",
+         "--tol", "1e-300", "--max-rounds", "1000000", "--no-adapt-c", "--c", "1e-6",
+         "--progress-every", "1", "--output", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("round")  # the rounds are running
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the in-process run did not stop on Ctrl-C")
+    assert proc.returncode == 130 and time.monotonic() - start < 10
+    assert "interrupted" in err and "Traceback" not in err
+    assert not out.exists() and not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.mpi_launch
+def test_ranks_with_different_settings_are_refused():
+    cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m", "dpnet.run", "--lam", "0.1", ":",
+           "-n", "3", sys.executable, "-m", "dpnet.run", "--lam", "0.2"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("dpnet: error")]
+    assert len(lines) == 1
+    assert "rank 2 was started with other settings than rank 0 (--lam: 0.2 vs 0.1)" in lines[0]
+
+
+@pytest.mark.mpi_launch
+def test_mpi_run_with_no_estimate_exits_3(tmp_path):
+    """The unbiased loss at epsilon = 0.1 has no minimiser on this data (see
+    test_labels_rr): every rank ends with 'diverged', mpiexec exits 3."""
+    res = run_job(["--epsilon", "0.1", "--loss", "unbiased", "--seed", "3", "--quiet",
+                   "--c", "0.01"], n_ranks=5, timeout=120)
+    assert res.returncode == 3, res.stderr + res.stdout
+    assert "stop: diverged" in res.stdout
