@@ -4,53 +4,109 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
+from dpnet import __version__
 from dpnet.data.labels import LabelDomain
+from dpnet.decentralized.admm import ADMMConfig
 from dpnet.errors import ConfigError
-from dpnet.network.topology import TOPOLOGY_NAMES
+from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.privacy.mechanisms import keep_prob_from_epsilon
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be comma-separated integers") from None
+
+
+def _name_list(text: str) -> tuple[str, ...]:
+    return tuple(b for b in text.split(",") if b)
+
+
+_ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
+
+
+def _opt(default: Any, help: str, group: str, **argparse_kw: Any) -> Any:
+    """A RunConfig field that also describes its command-line option (one source of truth:
+    :func:`build_parser` generates the CLI from these fields)."""
+    return field(default=default, metadata={"help": help, "group": group, **argparse_kw})
+
+
+NET, PRIV, MODEL, DATA, RUN = ("network", "privacy (randomized response on labels, per machine)",
+                               "model and solver", "data", "run")
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything the main job needs to know; identical on every rank."""
+    """Everything the main job needs to know; identical on every rank. Each field is one
+    command-line option (``--field-name``), with its default, help and group."""
 
-    topology: str = "paper5"
-    machines: int = 5
-    backend: str = "auto"
-    epsilon: float = math.inf
-    keep_prob: float | None = None
-    loss: str = "logistic"
-    lam: float = 0.1
-    group_weights: str = "ones"
-    c: float = 0.005
-    adapt_c: bool = True
-    alpha_z: float = 1.0
-    theta_solver: str = "newton"
-    beta_steps: int = 10
-    beta_step_size: float = 0.4
-    max_rounds: int = 3000
-    tol: float = 1e-9
-    max_coef_norm: float = 1e4
-    seed: int | None = None
-    topology_seed: int = 0
-    data: str | None = None
-    groups: str | None = None
-    labels: str | None = None
-    test_data: str | None = None
-    test_fraction: float = 0.25
-    n_samples: int = 2000
-    n_test: int = 1000
-    n_groups: int = 16
-    label_rule: str = "bernoulli"
-    shard_sizes: tuple[int, ...] | None = None
-    output: str | None = None
-    oracle_output: str | None = None
-    plot: str | None = None
-    progress_every: int = 50
-    baselines: tuple[str, ...] = ()
-    quiet: bool = False
+    topology: str = _opt(DEFAULT_TOPOLOGY, f"graph name ({', '.join(TOPOLOGY_NAMES)}) or a "
+                         "graph file", NET)
+    machines: int = _opt(DEFAULT_MACHINES, "J for the in-process backend", NET, type=int)
+    backend: str = _opt("auto", "auto: MPI under mpiexec, otherwise all machines in this "
+                        "process", NET, choices=("auto", "mpi", "inprocess"))
+    topology_seed: int = _opt(0, "seed of random graph families", NET, type=int)
+    epsilon: float = _opt(math.inf, "label-DP budget per machine; inf = no privacy", PRIV,
+                          type=float)
+    keep_prob: float | None = _opt(None, "RR keep probability p in (0.5, 1); epsilon = "
+                                   "ln(p/(1-p))", PRIV, type=float)
+    loss: str = _opt("logistic", "unbiased: Natarajan et al. loss corrected for the known "
+                     "flip rate", PRIV, choices=("logistic", "unbiased"))
+    lam: float = _opt(_ADMM.lam, "lambda in (lambda/2) sum_g w_g ||b_g||", MODEL, type=float)
+    group_weights: str = _opt("ones", "w_g", MODEL, choices=("ones", "sqrt-size"))
+    c: float = _opt(_ADMM.c, "ADMM penalty c (initial value)", MODEL, type=float)
+    adapt_c: bool = _opt(_ADMM.adapt_c, "keep c fixed (default: network-wide residual "
+                         "balancing)", MODEL, flag="--no-adapt-c", action="store_false")
+    alpha_z: float = _opt(_ADMM.alpha_z, "Z step size (1 = exact prox)", MODEL, type=float)
+    theta_solver: str = _opt(_ADMM.theta_solver, "theta step", MODEL,
+                             choices=("newton", "gradient"))
+    beta_steps: int = _opt(_ADMM.beta_steps, "U, gradient theta solver only", MODEL, type=int)
+    beta_step_size: float = _opt(_ADMM.beta_step_size, "alpha_beta, gradient only", MODEL,
+                                 type=float)
+    max_rounds: int = _opt(_ADMM.max_rounds, "stop after this many rounds", MODEL, type=int)
+    tol: float = _opt(_ADMM.tol, "stop when every machine's residual / max(1, ||theta||) is "
+                      "below tol", MODEL, type=float)
+    max_coef_norm: float = _opt(_ADMM.max_coef_norm, "stop with stop_reason 'diverged' once "
+                                "a machine's ||theta|| exceeds it", MODEL, type=float)
+    data: str | None = _opt(None, "npz / csv / libsvm file (default: synthetic); with {rank} "
+                            "in the path every machine loads its own file (e.g. "
+                            "'shards/part-{rank}.npz')", DATA)
+    groups: str | None = _opt(None, "'size:K', comma-separated ids, or a file with one id per "
+                              "column", DATA)
+    labels: str | None = _opt(None, "the public label domain: the file values meaning -1 and "
+                              "+1 (default: -1 or 0 -> -1, 1 -> +1; write --labels=-1,1 when "
+                              "NEG starts with '-'); a machine may hold one class only", DATA,
+                              metavar="NEG,POS")
+    test_data: str | None = _opt(None, "a PUBLIC test file, scored on its labels as given "
+                                 "(default: hold out --test-fraction of --data, whose labels "
+                                 "are randomized like all others)", DATA)
+    test_fraction: float = _opt(0.25, "fraction of --data held out for testing", DATA,
+                                type=float)
+    n_samples: int = _opt(2000, "synthetic training rows", DATA, type=int)
+    n_test: int = _opt(1000, "synthetic test rows", DATA, type=int)
+    n_groups: int = _opt(16, "synthetic groups (>= 6)", DATA, type=int)
+    label_rule: str = _opt("bernoulli", "synthetic labels", DATA,
+                           choices=("bernoulli", "threshold"))
+    shard_sizes: tuple[int, ...] | None = _opt(None, "comma-separated rows per machine", DATA,
+                                               type=_int_list, metavar="N,N,...")
+    seed: int | None = _opt(None, "run seed (reproducible; whoever knows it can undo the RR). "
+                            "Default: every machine draws its own OS entropy", RUN, type=int)
+    output: str | None = _opt(None, "results JSON file (written by rank 0)", RUN)
+    oracle_output: str | None = _opt(None, "simulation oracles (true-label objective, flip "
+                                     "counts, raw-label accuracy) to this separate JSON file: "
+                                     "NOT covered by the privacy guarantee", RUN,
+                                     metavar="FILE")
+    plot: str | None = _opt(None, "convergence figure (PNG, PDF, SVG, ...) written by rank 0",
+                            RUN)
+    progress_every: int = _opt(50, "rounds between progress lines (on stderr)", RUN, type=int)
+    baselines: tuple[str, ...] = _opt((), "comma-separated rank-0 baselines to run too: "
+                                      "median, rdp-admm", RUN, type=_name_list,
+                                      metavar="NAME,...")
+    quiet: bool = _opt(False, "no progress lines", RUN, action="store_true")
 
     @property
     def keep_probability(self) -> float:
@@ -93,9 +149,14 @@ class RunConfig:
              f"--seed must be an integer in [0, 2^63), got {self.seed}"),
             (0 <= self.topology_seed < 2**32,
              f"--topology-seed must be an integer in [0, 2^32), got {self.topology_seed}"),
-            (self.machines >= 1, f"--machines must be >= 1, got {self.machines}"),
-            (self.n_samples >= 2, f"--n-samples must be >= 2, got {self.n_samples}"),
-            (self.n_test >= 0, f"--n-test must be >= 0, got {self.n_test}"),
+            (1 <= self.machines <= MAX_MACHINES,
+             f"--machines must lie in [1, {MAX_MACHINES}], got {self.machines}"),
+            (2 <= self.n_samples <= MAX_ROWS,
+             f"--n-samples must lie in [2, {MAX_ROWS:.0e}], got {self.n_samples}"),
+            (0 <= self.n_test <= MAX_ROWS,
+             f"--n-test must lie in [0, {MAX_ROWS:.0e}], got {self.n_test}"),
+            (self.n_groups <= 10_000, f"--n-groups must be <= 10000, got {self.n_groups}"),
+            (self.max_rounds <= 10**9, f"--max-rounds must be <= 1e9, got {self.max_rounds}"),
             (0 <= self.test_fraction < 1, "--test-fraction must lie in [0, 1)"),
             (self.beta_steps >= 1, "--beta-steps must be >= 1"),
             (0 < self.beta_step_size < math.inf, "--beta-step-size must be finite and > 0"),
@@ -120,6 +181,8 @@ class RunConfig:
 
 
 BASELINES = ("median", "rdp-admm")
+MAX_MACHINES = 100_000
+MAX_ROWS = 10**8  # synthetic rows: beyond this the data would not fit in memory
 # from about 36.74 on, e^eps / (1 + e^eps) rounds to 1 in float64: no label would be flipped
 MAX_FINITE_EPSILON = 36.7
 
@@ -130,6 +193,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The CLI, generated from RunConfig's fields (defaults, help, groups, types)."""
     p = _Parser(
         prog="python -m dpnet.run",
         description="Decentralized, label-private group-lasso logistic regression: every MPI "
@@ -137,78 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
         "talks only to its graph neighbours.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    g = p.add_argument_group("network")
-    g.add_argument("--topology", default="paper5",
-                   help=f"graph name ({', '.join(TOPOLOGY_NAMES)}) or a graph file")
-    g.add_argument("--topology-seed", type=int, default=0, help="seed of random graph families")
-    g.add_argument("--backend", choices=("auto", "mpi", "inprocess"), default="auto",
-                   help="auto: MPI under mpiexec, otherwise all machines in this process")
-    g.add_argument("--machines", type=int, default=5, help="J for the in-process backend")
-    g = p.add_argument_group("privacy (randomized response on labels, per machine)")
-    g.add_argument("--epsilon", type=float, default=math.inf,
-                   help="label-DP budget per machine; inf = no privacy")
-    g.add_argument("--keep-prob", type=float, default=None,
-                   help="RR keep probability p in (0.5, 1); epsilon = ln(p/(1-p))")
-    g.add_argument("--loss", choices=("logistic", "unbiased"), default="logistic",
-                   help="unbiased: Natarajan et al. loss corrected for the known flip rate")
-    g = p.add_argument_group("model and solver")
-    g.add_argument("--lam", type=float, default=0.1, help="lambda in (lambda/2) sum_g w_g||b_g||")
-    g.add_argument("--group-weights", choices=("ones", "sqrt-size"), default="ones")
-    g.add_argument("--c", type=float, default=0.005, help="ADMM penalty c (initial value)")
-    g.add_argument("--no-adapt-c", dest="adapt_c", action="store_false",
-                   help="keep c fixed (default: network-wide residual balancing)")
-    g.add_argument("--alpha-z", type=float, default=1.0, help="Z step size (1 = exact prox)")
-    g.add_argument("--theta-solver", choices=("newton", "gradient"), default="newton")
-    g.add_argument("--beta-steps", type=int, default=10, help="U, gradient theta solver only")
-    g.add_argument("--beta-step-size", type=float, default=0.4, help="alpha_beta, gradient only")
-    g.add_argument("--max-rounds", type=int, default=3000)
-    g.add_argument("--tol", type=float, default=1e-9,
-                   help="stop when every machine's residual / max(1, ||theta||) is below tol")
-    g.add_argument("--max-coef-norm", type=float, default=1e4,
-                   help="stop with stop_reason 'diverged' once a machine's ||theta|| exceeds it")
-    g = p.add_argument_group("data")
-    g.add_argument("--data", default=None,
-                   help="npz / csv / libsvm file (default: synthetic); with {rank} in the path "
-                   "every machine loads its own file (e.g. 'shards/part-{rank}.npz')")
-    g.add_argument("--groups", default=None,
-                   help="'size:K', comma-separated ids, or a file with one id per column")
-    g.add_argument("--labels", default=None, metavar="NEG,POS",
-                   help="the public label domain: the file values meaning -1 and +1 "
-                   "(default: -1 or 0 -> -1, 1 -> +1; write --labels=-1,1 when NEG starts "
-                   "with '-'); a machine may hold one class only")
-    g.add_argument("--test-data", default=None,
-                   help="a PUBLIC test file, scored on its labels as given (default: hold out "
-                   "--test-fraction of --data, whose labels are randomized like all others)")
-    g.add_argument("--test-fraction", type=float, default=0.25)
-    g.add_argument("--n-samples", type=int, default=2000, help="synthetic training rows")
-    g.add_argument("--n-test", type=int, default=1000, help="synthetic test rows")
-    g.add_argument("--n-groups", type=int, default=16, help="synthetic groups (>= 6)")
-    g.add_argument("--label-rule", choices=("bernoulli", "threshold"), default="bernoulli")
-    g.add_argument("--shard-sizes", default=None, help="comma-separated rows per machine")
-    g = p.add_argument_group("run")
-    g.add_argument("--seed", type=int, default=None,
-                   help="run seed (reproducible; whoever knows it can undo the RR). Default: "
-                   "every machine draws its own OS entropy")
-    g.add_argument("--output", default=None, help="results JSON file (written by rank 0)")
-    g.add_argument("--oracle-output", default=None, metavar="FILE",
-                   help="simulation oracles (true-label objective, flip counts, raw-label "
-                   "accuracy) to this separate JSON file: NOT covered by the privacy guarantee")
-    g.add_argument("--plot", default=None, help="convergence figure (PNG) written by rank 0")
-    g.add_argument("--progress-every", type=int, default=50, help="rounds between progress lines")
-    g.add_argument("--baselines", default="",
-                   help=f"comma-separated rank-0 baselines to run too: {', '.join(BASELINES)}")
-    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--version", action="version", version=f"dpnet {__version__}")
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for f in fields(RunConfig):
+        meta = dict(f.metadata)
+        group = groups.setdefault(meta.pop("group"), p.add_argument_group(f.metadata["group"]))
+        flag = meta.pop("flag", "--" + f.name.replace("_", "-"))
+        group.add_argument(flag, dest=f.name, default=f.default, **meta)
     return p
 
 
 def parse_config(argv: list[str] | None = None) -> RunConfig:
     """Parse and validate command-line arguments; ConfigError with one line on bad input."""
-    ns = build_parser().parse_args(argv)
-    values = vars(ns)
-    if values["shard_sizes"]:
-        try:
-            values["shard_sizes"] = tuple(int(s) for s in values["shard_sizes"].split(","))
-        except ValueError:
-            raise ConfigError("--shard-sizes must be comma-separated integers") from None
-    values["baselines"] = tuple(b for b in values["baselines"].split(",") if b)
-    return RunConfig(**values).validate()
+    return RunConfig(**vars(build_parser().parse_args(argv))).validate()

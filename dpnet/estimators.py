@@ -11,11 +11,20 @@ import numpy as np
 from dpnet.config import RunConfig
 from dpnet.data.dataset import GroupData, to_pm1
 from dpnet.data.partition import split_rows
+from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.boundary import RawShard
 from dpnet.job import PublicSetUp, group_weights, machine_main
 from dpnet.network.inprocess import run_in_process
-from dpnet.network.topology import build_topology, describe_topology, validate_topology
+from dpnet.network.topology import (
+    DEFAULT_MACHINES,
+    DEFAULT_TOPOLOGY,
+    build_topology,
+    describe_topology,
+    validate_topology,
+)
 from dpnet.report import build_report
+
+_ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 
 
 class DecentralizedGroupLassoLogistic:
@@ -31,10 +40,11 @@ class DecentralizedGroupLassoLogistic:
     ``n_rounds_``, ``stop_reason_``, ``report_`` (the results-file dict incl. the ledger).
     """
 
-    def __init__(self, lam: float = 0.05, *, epsilon: float = math.inf,
-                 topology: str = "ring", n_machines: int = 5, group_weights: str = "ones",
-                 loss: str = "logistic", c: float = 0.005, adapt_c: bool = True,
-                 tol: float = 1e-9, max_rounds: int = 3000, theta_solver: str = "newton",
+    def __init__(self, lam: float = _ADMM.lam, *, epsilon: float = math.inf,
+                 topology: str = DEFAULT_TOPOLOGY, n_machines: int = DEFAULT_MACHINES,
+                 group_weights: str = "ones", loss: str = "logistic", c: float = _ADMM.c,
+                 adapt_c: bool = _ADMM.adapt_c, tol: float = _ADMM.tol,
+                 max_rounds: int = _ADMM.max_rounds, theta_solver: str = _ADMM.theta_solver,
                  random_state: int | None = None) -> None:
         self.lam = lam
         self.epsilon = epsilon

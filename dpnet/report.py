@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,10 @@ FILE_MODE = 0o644
 
 
 def print_progress(record: ProgressRecord) -> None:
+    """One progress line on stderr (results and the summary go to stdout)."""
     print(f"round {record.round:5d}  objective {record.objective:.8f}  "
-          f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}", flush=True)
+          f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}",
+          file=sys.stderr, flush=True)
 
 
 def consensus_model(releases: list[MachineRelease]) -> tuple[np.ndarray, float]:

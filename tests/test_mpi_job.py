@@ -64,7 +64,7 @@ def test_mpi_ring8_reaches_the_centralized_optimum(tmp_path):
 def test_default_job_runs_and_reports(tmp_path):
     res = run_job(["--output", str(tmp_path / "r.json")], n_ranks=5, timeout=60)
     assert res.returncode == 0, res.stderr
-    assert "round" in res.stdout and "dpnet: 5 machines" in res.stdout
+    assert "round" in res.stderr and "dpnet: 5 machines" in res.stdout
     report = _load(tmp_path / "r.json")
     assert report["seed"] is None
     assert report["privacy"]["epsilon_per_machine"] is None

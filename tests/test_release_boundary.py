@@ -44,7 +44,7 @@ def _release(workdir: Path, args: list[str], n_ranks: int | None) -> dict[str, b
 
 
 def _assert_same_release(a: dict[str, bytes], b: dict[str, bytes]) -> None:
-    for key in ("stdout", "json", "plot"):
+    for key in ("stdout", "stderr", "json", "plot"):
         assert a[key] == b[key], f"{key} differs: the release depends on a raw label"
     assert a["oracle"] != b["oracle"], "the oracle file should see the changed raw label"
     report = json.loads(a["json"])

@@ -167,19 +167,11 @@ def _read_text(path: Path) -> str:
         raise DataError(f"{path}: unreadable ({_one_line(exc)})") from None
 
 
-def _is_header(rows: list[list[str]]) -> bool:
-    """Row 1 is a header iff it has a non-numeric cell in a column whose cells in the data
-    rows are all numeric (a name over numbers). A data row with a text label is never taken
-    for a header: its label column is text in the other rows too. A single row is a header
-    only if no cell is numeric."""
-    first = rows[0]
-    if len(rows) == 1:
-        return not any(_is_number(c) for c in first)
-    body = rows[1:]
-    for j, cell in enumerate(first):
-        if not _is_number(cell) and all(j < len(r) and _is_number(r[j]) for r in body):
-            return True
-    return False
+def _is_header(first: list[str]) -> bool:
+    """Row 1 is a header iff none of its cells is a number. A data row has numeric features,
+    so it is never eaten, even with a text label; a header with a numeric column name is read
+    as data and fails loudly on its text cells."""
+    return not any(_is_number(c) for c in first)
 
 
 def _load_csv(
@@ -189,7 +181,7 @@ def _load_csv(
     if not rows:
         raise DataError(f"{path}: CSV file is empty")
     header = None
-    if _is_header(rows):
+    if _is_header(rows[0]):
         header = [c.strip() for c in rows[0]]
         rows = rows[1:]
         if not rows:

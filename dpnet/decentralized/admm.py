@@ -43,9 +43,10 @@ ADAPT_FLOOR = 100.0
 
 @dataclass(frozen=True)
 class ADMMConfig:
-    """Parameters of the decentralized ADMM (see docs/algorithms.md for the defaults)."""
+    """Parameters of the decentralized ADMM and the one place of their defaults (the CLI and
+    the estimator take theirs from here; docs/algorithms.md says why these values)."""
 
-    lam: float
+    lam: float = 0.1
     c: float = 0.005
     adapt_c: bool = True
     adapt_every: int = 10
@@ -56,8 +57,8 @@ class ADMMConfig:
     theta_solver: str = "newton"
     beta_steps: int = 10
     beta_step_size: float = 0.4
-    max_rounds: int = 2000
-    tol: float = 1e-7
+    max_rounds: int = 3000
+    tol: float = 1e-9
     max_coef_norm: float = 1e4
     progress_every: int = 0
     fail_at: tuple[int, int] | None = None  # (rank, round): fault injection for abort tests

@@ -25,6 +25,8 @@ import numpy as np
 
 from dpnet.errors import TopologyError
 
+DEFAULT_TOPOLOGY = "paper5"  # paper 3's 5-machine graph: the default of the CLI and estimator
+DEFAULT_MACHINES = 5
 TOPOLOGY_NAMES = (
     "paper5",
     "ring",
