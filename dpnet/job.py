@@ -5,8 +5,8 @@ Data flow and the release boundary (docs/privacy.md, "The release boundary"):
     rank 0 (single data file or synthetic data): load -> split rows -> one RawShard per
         machine; held-out rows -> randomized response with rank 0's own stream ->
         EvaluationSet (randomized labels only). A public --test-data file is used as is.
-    every machine: RawShard -> cross_boundary (randomized response, own stream)
-        -> PrivateShard -> ADMM rounds -> MachineRelease
+    every machine (dpnet.decentralized.machine): RawShard -> cross_boundary (randomized
+        response, own stream) -> PrivateShard -> ADMM rounds -> MachineRelease
     ---- from here on only public inputs and randomized labels flow ----
     rank 0: MachineReleases + PublicSetUp -> report, summary, plot (dpnet.report)
 
@@ -34,15 +34,13 @@ from dpnet.data.loaders import load_dataset
 from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized import boundary
-from dpnet.decentralized.admm import ADMMConfig, MachineResult, run_machine
-from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
-from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss, local_objective
+from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.boundary import RawShard
+from dpnet.decentralized.machine import HOLDOUT_PART, MachineOutcome, run_private_machine
 from dpnet.errors import ConfigError
 from dpnet.evaluation import PUBLIC, RANDOMIZED, EvaluationSet
-from dpnet.penalties.group import groups_from_labels
 
 RANK_PLACEHOLDER = "{rank}"
-HOLDOUT_PART = "held-out rows"
 
 
 @dataclass(frozen=True)
@@ -188,40 +186,6 @@ def shard_from_own_data(own: GroupData, n_total: int, config: RunConfig) -> RawS
                     group_weights(own.groups, config.group_weights), config.seed)
 
 
-@dataclass
-class MachineRelease:
-    """What a machine sends to rank 0 at the end: computed from its PrivateShard only."""
-
-    result: MachineResult
-    rr_event: dp_event.DpEvent
-
-
-@dataclass
-class MachineOracle:
-    """Oracle diagnostics of one machine (raw labels): sent only when an oracle file is asked."""
-
-    labels_flipped: int
-    loss_true_labels: float
-
-
-@dataclass
-class MachineOutcome:
-    release: MachineRelease
-    oracle: MachineOracle | None
-
-
-def local_problem(shard: PrivateShard, config: RunConfig, n_machines: int
-                  ) -> tuple[LocalData, GroupStructure]:
-    """The machine's ADMM data (design with intercept column, randomized labels) and groups."""
-    grp_ptr, grp_indices = groups_from_labels(shard.group_labels)
-    thresholds = config.lam * shard.group_weights / (2.0 * n_machines)
-    X_aug = np.hstack([shard.X, np.ones((shard.X.shape[0], 1))])
-    p = config.keep_probability
-    data = LocalData(X_aug, shard.y, shard.n_total,
-                     MarginLoss(config.loss, p if config.loss == "unbiased" else 1.0))
-    return data, GroupStructure(grp_ptr, grp_indices, thresholds)
-
-
 def admm_config(config: RunConfig) -> ADMMConfig:
     return ADMMConfig(
         lam=config.lam, c=config.c, adapt_c=config.adapt_c, alpha_z=config.alpha_z,
@@ -234,24 +198,12 @@ def admm_config(config: RunConfig) -> ADMMConfig:
 
 def machine_main(comm: Any, raw: RawShard, config: RunConfig, diameter: int,
                  on_progress: Any = None) -> MachineOutcome:
-    """One machine: cross the release boundary on its own labels, then the ADMM rounds."""
-    rng = machine_rng(raw.seed_entropy, comm.rank, comm.size)
-    shard, event, label_oracle = boundary.cross_boundary(
-        raw, config.keep_probability, rng, f"machine {comm.rank}",
-        keep_oracle=config.oracle_output is not None)
-    del raw  # nothing below may read the raw labels
-    data, groups = local_problem(shard, config, comm.size)
-    result = run_machine(comm, data, groups, admm_config(config), diameter,
-                         on_progress if comm.rank == 0 else None)
-    oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
-    return MachineOutcome(MachineRelease(result, event), oracle)
-
-
-def machine_oracle(label_oracle: LabelOracle, data: LocalData,
-                   result: MachineResult) -> MachineOracle:
-    """Flip count and the local loss of the final iterate on the raw labels (oracle only)."""
-    true_data = LocalData(data.X_aug, label_oracle.y_raw, data.n_total, MarginLoss())
-    return MachineOracle(label_oracle.labels_flipped, local_objective(true_data, result.theta))
+    """One machine of the main job: its own stream, then :func:`run_private_machine`."""
+    return run_private_machine(
+        comm, raw, keep_prob=config.keep_probability, loss=config.loss,
+        admm=admm_config(config), diameter=diameter,
+        rng=machine_rng(raw.seed_entropy, comm.rank, comm.size),
+        keep_oracle=config.oracle_output is not None, on_progress=on_progress)
 
 
 def fault_injection() -> tuple[int, int] | None:

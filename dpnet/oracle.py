@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from dpnet.config import RunConfig
+from dpnet.decentralized.machine import MachineOracle
 from dpnet.evaluation import EvaluationSet, predict_pm1
-from dpnet.job import MachineOracle, PublicSetUp
+from dpnet.job import PublicSetUp
 from dpnet.penalties.group import group_penalty, groups_from_labels
 
 NOT_COVERED = "NOT covered by the privacy guarantee (computed from raw labels)"

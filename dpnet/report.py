@@ -19,9 +19,10 @@ import numpy as np
 
 from dpnet.config import RunConfig
 from dpnet.decentralized.admm import ProgressRecord
+from dpnet.decentralized.machine import MachineRelease, consensus_model, label_privacy_ledger
 from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
-from dpnet.job import HOLDOUT_PART, MachineRelease, PublicSetUp
+from dpnet.job import PublicSetUp
 from dpnet.penalties.group import group_norms, group_penalty, groups_from_labels
 from dpnet.privacy.ledger import PrivacyLedger
 
@@ -34,8 +35,6 @@ STOP_WARNINGS = {
                 "coefficients are not an optimum",
     "max_rounds": "--max-rounds reached before the residuals fell below --tol",
 }
-RR_RELATION = "replace_one"
-RR_PROTECTS = "labels"
 FEATURES_NOTE = ("features are NOT protected: randomized response privatises labels only "
                  "(epsilon-label-DP for one replaced label)")
 RELEASE_NOTE = ("everything in this file, on stdout and in the plot is a function of public "
@@ -49,28 +48,6 @@ def print_progress(record: ProgressRecord) -> None:
     print(f"round {record.round:5d}  objective {record.objective:.8f}  "
           f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}",
           file=sys.stderr, flush=True)
-
-
-def consensus_model(releases: list[MachineRelease]) -> tuple[np.ndarray, float]:
-    """(coef, intercept) of the consensus: the mean of the machines' Z iterates."""
-    consensus = np.stack([r.result.z for r in releases]).mean(axis=0)
-    return consensus[:-1], float(consensus[-1])
-
-
-def build_ledger(public: PublicSetUp, releases: list[MachineRelease]) -> PrivacyLedger:
-    """One randomized-response release per machine, plus one for the held-out rows (if any):
-    disjoint rows, so parallel composition gives the run epsilon, not (J + 1) epsilon."""
-    ledger = PrivacyLedger()
-    for j, r in enumerate(releases):
-        ledger.record(r.rr_event, label=f"randomized response on machine {j}'s labels",
-                      relation=RR_RELATION, protects=RR_PROTECTS, machine=j,
-                      guarantee="epsilon-label-DP")
-    if public.holdout_event is not None:
-        ledger.record(public.holdout_event,
-                      label="randomized response on the held-out rows' labels (rank 0)",
-                      relation=RR_RELATION, protects=RR_PROTECTS, machine=HOLDOUT_PART,
-                      guarantee="epsilon-label-DP")
-    return ledger
 
 
 def _privacy_block(config: RunConfig, public: PublicSetUp,
@@ -124,7 +101,7 @@ def build_report(config: RunConfig, topo: dict[str, Any], public: PublicSetUp,
     selected = np.flatnonzero(norms > SELECT_RTOL * max(1.0, float(np.linalg.norm(coef))))
     penalty = 0.5 * config.lam * group_penalty(coef, grp_ptr, grp_indices, public.group_weights)
     noisy_objective = float(sum(r.local_objective for r in results) + penalty)
-    ledger = build_ledger(public, releases)
+    ledger = label_privacy_ledger(releases, public.holdout_event)
     accuracy = None if public.evaluation is None or not public.evaluation.n_samples \
         else accuracy_estimate(public.evaluation, coef, intercept)
     per_round = [r.total_seconds / max(r.rounds, 1) for r in results]

@@ -20,9 +20,9 @@ from typing import Any
 import networkx as nx
 
 from dpnet.config import RunConfig, parse_config
+from dpnet.decentralized.machine import MachineOutcome, consensus_model
 from dpnet.errors import DpnetError, TopologyError
 from dpnet.job import (
-    MachineOutcome,
     SetUp,
     check_shards_agree,
     data_per_machine,
@@ -38,7 +38,6 @@ from dpnet.report import (
     STOP_WARNINGS,
     build_report,
     check_output_paths,
-    consensus_model,
     print_progress,
     summary_lines,
     write_json_atomic,

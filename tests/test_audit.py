@@ -25,6 +25,8 @@ from dpnet.privacy.mechanisms import (
     randomized_response,
 )
 
+pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job
+
 EPS = 1.0
 
 

@@ -21,6 +21,8 @@ from dpnet.solvers.median_algorithms import (
 )
 from dpnet.solvers.median_privacy import irls_l2_sensitivity
 
+pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job
+
 EPS = 1.0
 
 

@@ -20,6 +20,8 @@ from dpnet.solvers.rdp_admm import (
     SSADMMClassifier,
 )
 
+pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job
+
 EPS, DELTA = 2.0, 1e-4
 X3 = np.ones((4, 1))
 Y0 = np.array([1.0, -1.0, 1.0, -1.0])

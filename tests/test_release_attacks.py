@@ -19,10 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from dpnet.data.partition import train_test_split_indices
 from dpnet.run import main
+
+pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job
 
 TRIALS = 30
 EPSILON = 1.0
