@@ -89,14 +89,14 @@ def fit_eval(train: GroupData, test: GroupData, *, lam: float, epsilon: float, l
                                 np.append(est.coef_, est.intercept_))
     return {
         "accuracy": float(np.mean(est.predict(test.X) == test.y)),
-        "rounds": est.n_rounds_, "stop_reason": est.stop_reason_,
+        "rounds": est.n_iter_, "stop_reason": est.stop_reason_,
         "groups_selected": int(np.sum(norms > SELECT_RTOL * scale)),
         "nonzero_coefs": int(np.sum(np.abs(est.coef_) > SELECT_RTOL * scale)),
         "coef_norm": float(np.linalg.norm(est.coef_)), "intercept": est.intercept_,
         "recession_slope": slope,
-        "objective_on_rr_labels": est.report_["objective"]["on_randomized_labels"],
+        "objective_on_rr_labels": est.objective_,
         # an oracle (raw labels): the benchmark is a simulation, not a release
-        "flip_fraction": float(np.mean(rr_labels(train.y, est.report_["privacy"]["keep_prob"],
+        "flip_fraction": float(np.mean(rr_labels(train.y, est.privacy_["keep_prob"],
                                                  seed) != train.y))
         if math.isfinite(epsilon) else 0.0,
         "seconds": seconds,

@@ -1,4 +1,9 @@
-"""scikit-learn style front end of the decentralized group-lasso logistic ADMM (in-process)."""
+"""scikit-learn estimator of the decentralized, label-private group-lasso logistic ADMM.
+
+Built on the library layer (topology, in-process communicator, :mod:`dpnet.decentralized`),
+not on the command line's config or report. Checked by scikit-learn's
+``parametrize_with_checks`` in ``tests/test_estimator_checks.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,47 +12,73 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpnet.config import RunConfig
-from dpnet.data.dataset import GroupData, to_pm1
 from dpnet.data.partition import split_rows
 from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.boundary import RawShard
-from dpnet.job import PublicSetUp, group_weights, machine_main
+from dpnet.decentralized.machine import (
+    consensus_model,
+    label_privacy_ledger,
+    run_private_machine,
+)
+from dpnet.errors import ConfigError
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import (
     DEFAULT_MACHINES,
     DEFAULT_TOPOLOGY,
     build_topology,
-    describe_topology,
     validate_topology,
 )
-from dpnet.report import build_report
+from dpnet.penalties.group import group_penalty, groups_from_labels
+from dpnet.privacy.mechanisms import keep_prob_from_epsilon
 
 _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
+SELECT_RTOL = 1e-6
 
 
-class DecentralizedGroupLassoLogistic:
+def _machine_rngs(random_state: int | None, n_machines: int) -> list[np.random.Generator]:
+    """Machine j's stream: child j + 1 of SeedSequence(random_state) (as in the main job),
+    or fresh OS entropy per machine."""
+    if random_state is None:
+        return [np.random.default_rng() for _ in range(n_machines)]
+    children = np.random.SeedSequence(random_state).spawn(n_machines + 1)[1:]
+    return [np.random.default_rng(c) for c in children]
+
+
+class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     """Group-lasso logistic regression fitted by J simulated machines on a graph.
 
     Minimises F(beta, b) = (1/n) sum_i log(1 + exp(-y_i (x_i^T beta + b)))
-    + (lam/2) sum_g w_g ||beta_g||_2 with the decentralized ADMM of paper 3; every machine
-    first applies randomized response with budget ``epsilon`` to its own labels
-    (epsilon-label-DP per machine; features are not protected).
+    + (lam/2) sum_g w_g ||beta_g||_2 with the decentralized ADMM of paper 3 (rows split evenly
+    over the machines, all run as threads). Every machine first applies randomized response
+    with budget ``epsilon`` to its own labels: epsilon-label-DP under replacing one label
+    (features are not protected), by parallel composition over the disjoint shards.
 
-    Parameters are stored as given; ``fit`` runs all machines as threads of this process.
-    Learned: ``coef_``, ``intercept_``, ``machine_coefs_`` ((J, p+1): each machine's Z),
-    ``n_rounds_``, ``stop_reason_``, ``report_`` (the results-file dict incl. the ledger).
+    ``classes``: the two label values, (negative, positive). Label-DP needs them public:
+    give them, and a training set holding one class only is fitted like any other. With
+    ``classes=None`` they are read from ``y`` (which values occur is then not covered by the
+    guarantee, and y must hold two classes). ``random_state``: int (reproducible; whoever
+    knows it can undo the randomized response) or None (OS entropy).
+
+    Learned: ``classes_``, ``n_features_in_``, ``coef_``, ``intercept_``, ``machine_coefs_``
+    ((J, p+1): each machine's Z), ``n_iter_`` (rounds), ``stop_reason_``,
+    ``selected_groups_``, ``objective_`` (on the randomized labels), ``privacy_`` (epsilon,
+    keep probability, the ledger).
     """
 
     def __init__(self, lam: float = _ADMM.lam, *, epsilon: float = math.inf,
-                 topology: str = DEFAULT_TOPOLOGY, n_machines: int = DEFAULT_MACHINES,
-                 group_weights: str = "ones", loss: str = "logistic", c: float = _ADMM.c,
-                 adapt_c: bool = _ADMM.adapt_c, tol: float = _ADMM.tol,
-                 max_rounds: int = _ADMM.max_rounds, theta_solver: str = _ADMM.theta_solver,
+                 classes: tuple[Any, Any] | None = None, topology: str = DEFAULT_TOPOLOGY,
+                 n_machines: int = DEFAULT_MACHINES, group_weights: str = "ones",
+                 loss: str = "logistic", c: float = _ADMM.c, adapt_c: bool = _ADMM.adapt_c,
+                 tol: float = _ADMM.tol, max_rounds: int = _ADMM.max_rounds,
+                 theta_solver: str = _ADMM.theta_solver,
                  random_state: int | None = None) -> None:
         self.lam = lam
         self.epsilon = epsilon
+        self.classes = classes
         self.topology = topology
         self.n_machines = n_machines
         self.group_weights = group_weights
@@ -59,45 +90,102 @@ class DecentralizedGroupLassoLogistic:
         self.theta_solver = theta_solver
         self.random_state = random_state
 
-    def _config(self) -> RunConfig:
-        return RunConfig(
-            topology=self.topology, machines=self.n_machines, backend="inprocess",
-            epsilon=self.epsilon, loss=self.loss, lam=self.lam,
-            group_weights=self.group_weights, c=self.c, adapt_c=self.adapt_c, tol=self.tol,
-            max_rounds=self.max_rounds, theta_solver=self.theta_solver,
-            seed=self.random_state, progress_every=0, quiet=True,
-        ).validate()
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        tags.input_tags.sparse = False
+        return tags
 
-    def fit(self, X: np.ndarray, y: np.ndarray,
-            groups: np.ndarray | None = None) -> DecentralizedGroupLassoLogistic:
-        """Fit on rows ``X`` (split evenly over the machines) and two-class labels ``y``."""
-        config = self._config()
-        X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
-        groups = np.arange(X.shape[1]) if groups is None else np.asarray(groups)
-        _, groups = np.unique(groups, return_inverse=True)
-        train = GroupData(X, to_pm1(y), groups.astype(np.int64)).validate("fit")
-        graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
-        weights = group_weights(train.groups, self.group_weights)
-        shards = [RawShard(np.ascontiguousarray(train.X[idx]), train.y[idx], train.n_samples,
-                           train.groups, weights, self.random_state)
-                  for idx in split_rows(train.n_samples, self.n_machines)]
-        public = PublicSetUp(train.groups, weights, None, None, "split by the estimator")
+    def _keep_prob(self) -> float:
+        if not self.epsilon > 0:
+            raise ConfigError(f"epsilon must be > 0 (inf for no privacy), got {self.epsilon}")
+        return 1.0 if math.isinf(self.epsilon) else keep_prob_from_epsilon(self.epsilon)
+
+    def _labels_pm1(self, y: np.ndarray) -> np.ndarray:
+        check_classification_targets(y)
+        if self.classes is None:
+            classes = np.unique(y)
+            if classes.size != 2:
+                raise ValueError(f"Only binary classification is supported: y holds "
+                                 f"{classes.size} class(es); give classes=(negative, positive) "
+                                 f"to declare the two labels publicly")
+        else:
+            classes = np.asarray(self.classes)
+            if classes.shape != (2,) or classes[0] == classes[1]:
+                raise ValueError("classes must be two distinct label values (negative, "
+                                 "positive)")
+            if not np.isin(y, classes).all():
+                raise ValueError("y holds values outside classes")
+        self.classes_ = classes
+        return np.where(y == classes[1], 1.0, -1.0)
+
+    def _group_labels(self, groups: Any, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.arange(n_features) if groups is None else np.asarray(groups)
+        if ids.shape != (n_features,):
+            raise ValueError(f"groups needs one id per column ({n_features}), got shape "
+                             f"{ids.shape}")
+        labels = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        sizes = np.bincount(labels).astype(float)
+        if self.group_weights not in ("ones", "sqrt-size"):
+            raise ValueError(f"group_weights must be 'ones' or 'sqrt-size', got "
+                             f"{self.group_weights!r}")
+        return labels, np.ones_like(sizes) if self.group_weights == "ones" else np.sqrt(sizes)
+
+    def fit(self, X: Any, y: Any, groups: Any = None) -> DecentralizedGroupLassoLogistic:
+        """Fit on rows ``X`` (split evenly over the machines) and two-class labels ``y``;
+        ``groups[k]`` is the group of column k (default: one group per column)."""
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", y_numeric=False)
+        y_pm1 = self._labels_pm1(y)
+        keep_prob = self._keep_prob()
+        if self.loss not in ("logistic", "unbiased"):
+            raise ValueError(f"loss must be 'logistic' or 'unbiased', got {self.loss!r}")
+        admm = ADMMConfig(lam=self.lam, c=self.c, adapt_c=self.adapt_c, tol=self.tol,
+                          max_rounds=self.max_rounds, theta_solver=self.theta_solver)
+        for name in ("lam", "c", "tol"):
+            value = getattr(self, name)
+            if not 0 < value < math.inf:
+                raise ValueError(f"{name} must be finite and > 0, got {value}")
+        group_labels, weights = self._group_labels(groups, X.shape[1])
+        graph = validate_topology(build_topology(self.topology, self.n_machines),
+                                  self.n_machines)
+        shards = [RawShard(np.ascontiguousarray(X[idx]), y_pm1[idx], X.shape[0],
+                           group_labels, weights, None)
+                  for idx in split_rows(X.shape[0], self.n_machines)]
+        rngs = _machine_rngs(self.random_state, self.n_machines)
         diameter = nx.diameter(graph)
-        outcomes = run_in_process(graph, lambda comm: machine_main(
-            comm, shards[comm.rank], config, diameter))
+        outcomes = run_in_process(graph, lambda comm: run_private_machine(
+            comm, shards[comm.rank], keep_prob=keep_prob, loss=self.loss, admm=admm,
+            diameter=diameter, rng=rngs[comm.rank]))
         releases = [o.release for o in outcomes]
-        self.report_: dict[str, Any] = build_report(config, describe_topology(graph), public,
-                                                    releases, 0.0, "inprocess")
+        self.coef_, self.intercept_ = consensus_model(releases)
         self.machine_coefs_ = np.stack([r.result.z for r in releases])
-        self.coef_ = np.asarray(self.report_["coef"])
-        self.intercept_ = float(self.report_["intercept"])
-        self.n_rounds_ = int(self.report_["rounds"])
-        self.stop_reason_ = str(self.report_["stop_reason"])
-        self.classes_ = np.array([-1.0, 1.0])
+        self.n_iter_ = int(releases[0].result.rounds)
+        self.stop_reason_ = str(releases[0].result.stop_reason)
+        grp_ptr, grp_indices = groups_from_labels(group_labels)
+        self.objective_ = float(sum(r.result.local_objective for r in releases) + 0.5 * self.lam
+                                * group_penalty(self.coef_, grp_ptr, grp_indices, weights))
+        norms = np.array([np.linalg.norm(self.coef_[group_labels == g])
+                          for g in range(len(weights))])
+        scale = max(1.0, float(np.linalg.norm(self.coef_)))
+        self.selected_groups_ = np.flatnonzero(norms > SELECT_RTOL * scale)
+        ledger = label_privacy_ledger(releases)
+        self.privacy_ = {
+            "epsilon": None if keep_prob == 1.0 else math.log(keep_prob / (1 - keep_prob)),
+            "keep_prob": keep_prob,
+            "guarantee": "epsilon-label-DP per machine (replace one label); features are NOT "
+                         "protected",
+            "classes_public": self.classes is not None,
+            "ledger": ledger.to_dict(),
+        }
         return self
 
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        return np.asarray(X, dtype=np.float64) @ self.coef_ + self.intercept_
+    def decision_function(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return X @ self.coef_ + self.intercept_
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.where(self.decision_function(X) >= 0, 1.0, -1.0)
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of ``classes_`` on the side of the decision function (>= 0: positive)."""
+        check_is_fitted(self)
+        return self.classes_[(self.decision_function(X) >= 0).astype(int)]
+

@@ -49,7 +49,7 @@ def test_every_machine_reaches_the_centralized_optimum(problem, topology, n_mach
     zero_groups = {g for g in range(16)
                    if np.linalg.norm(theta_star[:-1][data.groups == g]) == 0}
     assert max(np.abs(model.coef_[data.groups == g]).max() for g in zero_groups) < 1e-8
-    assert set(model.report_["selected_groups"]) == set(range(16)) - zero_groups
+    assert set(model.selected_groups_) == set(range(16)) - zero_groups
 
 
 def test_sqrt_size_weights_match_the_weighted_reference(problem):

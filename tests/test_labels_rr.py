@@ -52,11 +52,11 @@ def test_reported_epsilon_and_no_flip_counts():
     model = DecentralizedGroupLassoLogistic(0.15, epsilon=eps, topology="ring", n_machines=5,
                                             random_state=4, tol=1e-6).fit(
         data.X, data.y, data.groups)
-    privacy = model.report_["privacy"]
+    privacy = model.privacy_
     p = math.exp(eps) / (1 + math.exp(eps))
-    assert privacy["epsilon_per_machine"] == pytest.approx(eps, rel=1e-12)
+    assert privacy["epsilon"] == pytest.approx(eps, rel=1e-12) and privacy["epsilon"] <= eps
     assert privacy["keep_prob"] == pytest.approx(p, rel=1e-12)
-    assert "NOT protected" in privacy["not_protected"]
+    assert "NOT protected" in privacy["guarantee"]
     ledger = privacy["ledger"]
     assert ledger["relation"] == "replace_one"
     assert set(ledger["per_machine_pure_epsilon"]) == {"0", "1", "2", "3", "4"}
@@ -65,7 +65,7 @@ def test_reported_epsilon_and_no_flip_counts():
     # parallel composition over disjoint shards: the run is eps-label-DP, not 5 eps
     assert ledger["total"]["pure_epsilon"] == pytest.approx(eps, rel=1e-9)
     # flip counts are raw-label statistics: outside the release (oracle file only)
-    assert "flipped" not in json.dumps(model.report_)
+    assert "flipped" not in json.dumps(privacy)
 
 
 def test_keep_prob_option_and_epsilon_inf():

@@ -1,0 +1,58 @@
+"""scikit-learn's own estimator checks, and what label privacy adds to them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dpnet.estimators import DecentralizedGroupLassoLogistic
+
+
+@pytest.mark.slow
+@parametrize_with_checks([DecentralizedGroupLassoLogistic(tol=1e-5, random_state=0)])
+def test_sklearn_checks(estimator, check):
+    check(estimator)
+
+
+def _data(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4))
+    return X, X[:, 0] - X[:, 1] > 0
+
+
+def test_predicts_the_users_labels():
+    X, pos = _data()
+    for labels in (("no", "yes"), (0, 1), (-1, 1), (2, 7)):
+        y = np.where(pos, labels[1], labels[0])
+        model = DecentralizedGroupLassoLogistic(0.01, random_state=0).fit(X, y)
+        assert list(model.classes_) == list(labels)
+        assert np.mean(model.predict(X) == y) > 0.9
+        assert model.n_features_in_ == 4
+
+
+def test_public_classes_let_a_one_class_shard_fit():
+    """With classes declared (public), a training set holding one class is valid input."""
+    X, _ = _data()
+    model = DecentralizedGroupLassoLogistic(0.1, epsilon=1.0, classes=("no", "yes"),
+                                            random_state=0).fit(X, np.full(len(X), "yes"))
+    assert model.privacy_["classes_public"] and set(model.predict(X)) <= {"no", "yes"}
+    with pytest.raises(ValueError, match="Only binary classification"):
+        DecentralizedGroupLassoLogistic().fit(X, np.full(len(X), "yes"))
+    with pytest.raises(ValueError, match="outside classes"):
+        DecentralizedGroupLassoLogistic(classes=(0, 1)).fit(X, np.arange(len(X)) % 3)
+
+
+def test_works_with_clone_pipeline_and_model_selection():
+    X, pos = _data(200)
+    y = pos.astype(int)
+    model = DecentralizedGroupLassoLogistic(0.01, tol=1e-6, random_state=1)
+    assert clone(model).get_params() == model.get_params()
+    pipe = make_pipeline(StandardScaler(), model)
+    assert cross_val_score(pipe, X, y, cv=3).mean() > 0.9
+    search = GridSearchCV(model, {"lam": [0.01, 0.5]}, cv=3).fit(X, y)
+    assert search.best_params_ == {"lam": 0.01}
