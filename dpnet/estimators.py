@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import networkx as nx
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
@@ -66,7 +65,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     Learned: ``classes_``, ``n_features_in_``, ``coef_``, ``intercept_``, ``machine_coefs_``
     ((J, p+1): each machine's Z), ``n_iter_`` (rounds), ``stop_reason_``,
     ``selected_groups_``, ``objective_`` (on the randomized labels), ``privacy_`` (epsilon,
-    keep probability, the ledger).
+    keep probability, the ledger), ``traffic_`` (bytes per message, per machine and round).
     """
 
     def __init__(self, lam: float = _ADMM.lam, *, epsilon: float = math.inf,
@@ -152,10 +151,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
                            group_labels, weights, None)
                   for idx in split_rows(X.shape[0], self.n_machines)]
         rngs = _machine_rngs(self.random_state, self.n_machines)
-        diameter = nx.diameter(graph)
         outcomes = run_in_process(graph, lambda comm: run_private_machine(
             comm, shards[comm.rank], keep_prob=keep_prob, loss=self.loss, admm=admm,
-            diameter=diameter, rng=rngs[comm.rank]))
+            graph=graph, rng=rngs[comm.rank]))
         releases = [o.release for o in outcomes]
         self.coef_, self.intercept_ = consensus_model(releases)
         self.machine_coefs_ = np.stack([r.result.z for r in releases])
@@ -168,6 +166,13 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
                           for g in range(len(weights))])
         scale = max(1.0, float(np.linalg.norm(self.coef_)))
         self.selected_groups_ = np.flatnonzero(norms > SELECT_RTOL * scale)
+        traffic = [r.result.traffic for r in releases]
+        self.traffic_ = {
+            "bytes_per_message": sum(t["bytes_sent"] for t in traffic)
+            / max(1, sum(t["messages_sent"] for t in traffic)),
+            "bytes_per_machine_per_round": float(np.mean([t["bytes_sent"] for t in traffic]))
+            / max(1, self.n_iter_),
+        }
         ledger = label_privacy_ledger(releases)
         self.privacy_ = {
             "epsilon": None if keep_prob == 1.0 else math.log(keep_prob / (1 - keep_prob)),

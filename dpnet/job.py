@@ -196,12 +196,12 @@ def admm_config(config: RunConfig) -> ADMMConfig:
     )
 
 
-def machine_main(comm: Any, raw: RawShard, config: RunConfig, diameter: int,
+def machine_main(comm: Any, raw: RawShard, config: RunConfig, graph: Any,
                  on_progress: Any = None) -> MachineOutcome:
     """One machine of the main job: its own stream, then :func:`run_private_machine`."""
     return run_private_machine(
         comm, raw, keep_prob=config.keep_probability, loss=config.loss,
-        admm=admm_config(config), diameter=diameter,
+        admm=admm_config(config), graph=graph,
         rng=machine_rng(raw.seed_entropy, comm.rank, comm.size),
         keep_oracle=config.oracle_output is not None, on_progress=on_progress)
 

@@ -116,7 +116,7 @@ def build_report(config: RunConfig, topo: dict[str, Any], public: PublicSetUp,
         "machines": [
             {"rank": r.rank, "rows": r.n_rows, "rounds": r.rounds,
              "total_seconds": r.total_seconds, "compute_seconds": r.compute_seconds,
-             **r.traffic}
+             **r.traffic, "bytes_per_round": r.traffic["bytes_sent"] / max(r.rounds, 1)}
             for r in results
         ],
         "rounds": results[0].rounds,

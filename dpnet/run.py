@@ -151,9 +151,8 @@ def run_inprocess(config: RunConfig) -> int:
             shards = setup.shards
     except DpnetError as exc:
         return _fail(str(exc), 0)
-    diameter = nx.diameter(graph)
     outcomes = run_in_process(graph, lambda comm: machine_main(
-        comm, shards[comm.rank], config, diameter, _progress(config)))
+        comm, shards[comm.rank], config, graph, _progress(config)))
     return _finish(config, graph, setup, outcomes, time.perf_counter() - start, "inprocess")
 
 
@@ -196,7 +195,7 @@ def run_mpi(config: RunConfig) -> int:
     if error is not None:
         return _fail(error, world.rank)
     comm = mpi_comm.MPICommunicator(graph)
-    outcome = machine_main(comm, shard, config, nx.diameter(graph), _progress(config))
+    outcome = machine_main(comm, shard, config, graph, _progress(config))
     outcomes = comm.gather_to_root(outcome)
     code = _exit_code(outcome.release.result.stop_reason)
     if world.rank == 0:

@@ -123,7 +123,7 @@ def test_all_machines_stop_in_the_same_round_on_a_long_path():
     shards = [_local(n=40) for _ in range(8)]
     cfg = ADMMConfig(lam=0.08, tol=1e-6, max_rounds=3000)
     results = run_in_process(graph, lambda comm: run_machine(
-        comm, shards[comm.rank], groups, cfg, nx.diameter(graph)))
+        comm, shards[comm.rank], groups, cfg, graph))
     assert {r.rounds for r in results} == {results[0].rounds}
     assert results[0].stop_reason == "converged"
     zs = np.stack([r.z for r in results])
@@ -136,5 +136,5 @@ def test_a_failing_machine_stops_the_in_process_network():
     shards = [_local(n=20) for _ in range(5)]
     cfg = ADMMConfig(lam=0.08, max_rounds=100, fail_at=(2, 3))
     with pytest.raises(RuntimeError, match="injected fault on machine 2 in round 3"):
-        run_in_process(graph, lambda comm: run_machine(comm, shards[comm.rank], groups, cfg, 2),
+        run_in_process(graph, lambda comm: run_machine(comm, shards[comm.rank], groups, cfg, graph),
                        timeout=30)

@@ -19,7 +19,6 @@ from dpnet.data.loaders import load_dataset
 from dpnet.decentralized import admm
 from dpnet.decentralized.admm import ADMMConfig, run_machine
 from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.errors import ConfigError
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
@@ -52,8 +51,7 @@ def test_non_finite_iterate_stops_every_machine_in_the_same_round():
                        np.ones((10, 1))])
         data = LocalData(X, np.where(np.arange(10) % 2 == 0, 1.0, -1.0), 40)
         groups = GroupStructure(grp_ptr, grp_indices, np.full(3, 0.01))
-        return run_machine(comm, data, groups, ADMMConfig(lam=0.1, max_rounds=500),
-                           nx.diameter(graph))
+        return run_machine(comm, data, groups, ADMMConfig(lam=0.1, max_rounds=500), graph)
 
     results = run_in_process(graph, machine)
     assert {r.stop_reason for r in results} == {"non-finite"}
@@ -152,7 +150,7 @@ def test_keep_probability_never_spends_more_than_asked(epsilon):
 
 def test_estimator_refuses_epsilon_beyond_float_range():
     X = np.random.default_rng(0).standard_normal((40, 3))
-    with pytest.raises(ConfigError, match="rounds to 1"):
+    with pytest.raises(ValueError, match="rounds to 1"):
         DecentralizedGroupLassoLogistic(epsilon=1e9).fit(X, np.where(X[:, 0] > 0, 1, -1))
 
 

@@ -1,14 +1,12 @@
 """The round loop of the decentralized ADMM, written against the communicator interface.
 
 Per round: Z step -> exchange Z with neighbours -> theta step -> exchange theta (with the
-termination pipeline piggybacked) -> dual step. No global collective is used.
+termination statistics piggybacked) -> dual step. No global collective is used.
 
-Termination by pipelined max-consensus: every machine keeps ``pipe`` of shape (D+1, J, K),
-where ``pipe[k, i]`` holds machine i's statistics from k rounds ago once they can have reached
-it (-inf before). Each round, row k is the elementwise max of row k-1 over the closed
-neighbourhood. By induction ``pipe[k]`` holds exactly the machines within distance k, so
-with D = diameter(G) row D holds every machine's statistics of round t - D, identical on all
-machines: they all take the same stop decision in the same round.
+Termination (:mod:`dpnet.decentralized.termination`): the network-wide statistics of round
+t - 2H (H the height of a BFS spanning tree of the public graph, H <= diameter) reach every
+machine at the end of round t through neighbour messages of constant size, so all machines
+take the same stop decision in the same round.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import networkx as nx
 import numpy as np
 
 from dpnet.decentralized.steps import (
@@ -29,13 +28,10 @@ from dpnet.decentralized.steps import (
     theta_update_newton,
     z_update,
 )
+from dpnet.decentralized.termination import TreeAggregator, tree_plan
 from dpnet.network.comm import Communicator
 from dpnet.penalties.group import group_penalty
 
-# Statistics carried through the pipeline, per machine.
-STAT_NAMES = ("objective_part", "scaled_residual", "primal_residual", "dual_residual",
-              "coef_norm")
-N_STATS = len(STAT_NAMES)
 # residual balancing stops near the tolerance: there the residuals sit at rounding noise and a
 # change of c only restarts the transient
 ADAPT_FLOOR = 100.0
@@ -89,10 +85,6 @@ class MachineResult:
     history: list[ProgressRecord] = field(default_factory=list)
 
 
-def _stats_row(size: int) -> np.ndarray:
-    return np.full((size, N_STATS), -np.inf)
-
-
 def balance_penalty(primal: float, dual: float, ratio: float, factor: float) -> float:
     """Residual balancing (Boyd et al. 2011, eq. 3.13): the factor to multiply c by.
 
@@ -107,9 +99,13 @@ def balance_penalty(primal: float, dual: float, ratio: float, factor: float) -> 
 
 
 def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, config: ADMMConfig,
-                diameter: int,
+                graph: nx.Graph,
                 on_progress: Callable[[ProgressRecord], None] | None = None) -> MachineResult:
-    """Run the ADMM on one machine until the network-wide stop decision; see module docstring."""
+    """Run the ADMM on one machine until the network-wide stop decision; see module docstring.
+
+    ``graph`` is the (public) machine graph, the same on every machine: it fixes the
+    spanning tree along which the stop statistics travel.
+    """
     start = time.perf_counter()
     n_nbhd = len(comm.neighbours) + 1
     own_pos = sum(v < comm.rank for v in comm.neighbours)  # position of j inside Nbar_j, sorted
@@ -119,8 +115,7 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
     theta_nbhd = np.zeros((n_nbhd, dim))
     v_out = np.zeros((n_nbhd, dim))
     v_in = np.zeros((n_nbhd, dim))
-    depth = diameter + 1
-    pipe = np.full((depth, comm.size, N_STATS), -np.inf)
+    stats = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours)
     history: list[ProgressRecord] = []
     stop_reason = "max_rounds"
     rounds = 0
@@ -143,28 +138,24 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
             theta = theta_update_gradient(data, z_nbhd, v_in, theta, c,
                                           n_steps=config.beta_steps,
                                           step_size=config.beta_step_size)
-        received = comm.neighbour_exchange(np.concatenate([theta, pipe.ravel()]))
+        received = comm.neighbour_exchange(np.concatenate([theta, stats.outgoing()]))
         theta_nbhd = with_own(theta, received[:, :dim])
         dual_update(v_out, v_in, z, z_nbhd, theta, theta_nbhd, c)
 
-        nbr_pipes = received[:, dim:].reshape(-1, depth, comm.size, N_STATS)
-        shifted = np.maximum(pipe[:-1], nbr_pipes[:, :-1].max(axis=0)) if len(nbr_pipes) \
-            else pipe[:-1]
         primal, dual = residuals(z, z_prev, theta_nbhd, c)
-        own = _stats_row(comm.size)
-        scale = max(1.0, float(np.linalg.norm(theta)))
-        own[comm.rank] = (
+        norm = float(np.linalg.norm(theta))
+        own = np.array([
             local_objective(data, theta)
             + group_penalty(theta[:-1], groups.grp_ptr, groups.grp_indices, groups.thresholds),
-            max(primal, dual) / scale, primal, dual, float(np.linalg.norm(theta)),
-        )
-        pipe = np.concatenate([own[None], shifted])
+            max(primal, dual) / max(1.0, norm), primal, dual, norm,
+        ])
+        stats.receive(t, own, received[:, dim:])
 
-        done_round = t - diameter
-        if done_round >= 1:
-            complete = pipe[-1]
-            record = ProgressRecord(done_round, float(complete[:, 0].sum()),
-                                    float(complete[:, 2].max()), float(complete[:, 3].max()))
+        complete = stats.network_stats(t)
+        if complete is not None:
+            done_round = t - stats.plan.lag
+            record = ProgressRecord(done_round, float(complete[0]), float(complete[2]),
+                                    float(complete[3]))
             if on_progress is not None and config.progress_every and (
                     done_round % config.progress_every == 0):
                 on_progress(record)
@@ -176,19 +167,19 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
                 stop_reason = "non-finite"
                 history.append(record)
                 break
-            if complete[:, 4].max() > config.max_coef_norm:
+            if complete[4] > config.max_coef_norm:
                 # the objective has no minimiser (or c is badly off): relative residuals
                 # would look small on a run-away iterate, so stop and say so
                 stop_reason = "diverged"
                 history.append(record)
                 break
-            if complete[:, 1].max() <= config.tol:
+            if complete[1] <= config.tol:
                 stop_reason = "converged"
                 history.append(record)
                 break
             if (config.adapt_c and n_adapted < config.adapt_max
                     and done_round % config.adapt_every == 0
-                    and complete[:, 1].max() > ADAPT_FLOOR * config.tol):
+                    and complete[1] > ADAPT_FLOOR * config.tol):
                 factor = balance_penalty(record.primal_residual, record.dual_residual,
                                          config.adapt_ratio, config.adapt_factor)
                 if factor != 1.0:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import networkx as nx
 import numpy as np
 from dp_accounting import dp_event
 
@@ -62,7 +63,7 @@ def local_problem(shard: PrivateShard, *, lam: float, loss: str, keep_prob: floa
 
 
 def run_private_machine(comm: Any, raw: RawShard, *, keep_prob: float, loss: str,
-                        admm: ADMMConfig, diameter: int, rng: np.random.Generator,
+                        admm: ADMMConfig, graph: nx.Graph, rng: np.random.Generator,
                         keep_oracle: bool = False,
                         on_progress: Callable[[ProgressRecord], None] | None = None
                         ) -> MachineOutcome:
@@ -72,7 +73,7 @@ def run_private_machine(comm: Any, raw: RawShard, *, keep_prob: float, loss: str
     del raw  # nothing below may read the raw labels
     data, groups = local_problem(shard, lam=admm.lam, loss=loss, keep_prob=keep_prob,
                                  n_machines=comm.size)
-    result = run_machine(comm, data, groups, admm, diameter,
+    result = run_machine(comm, data, groups, admm, graph,
                          on_progress if comm.rank == 0 else None)
     oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
     return MachineOutcome(MachineRelease(result, event), oracle)

@@ -271,13 +271,13 @@ def keep_prob_from_epsilon(epsilon: float) -> float:
     """
     eps = _positive("epsilon", epsilon)
     p = float(special.expit(eps))
+    if p == 1.0:
+        raise PrivacyError(f"epsilon {eps:g} is too large: the keep probability rounds to 1 "
+                           f"(no label would ever be flipped)")
     # ln(p/(1-p)) in floating point: 1 - p is exact (Sterbenz), the division and the log add
     # at most ~2 ulp, i.e. < 4.5e-16 (1 + eps) in absolute terms: stay below eps by that much
     while p > 0.5 and epsilon_from_keep_prob(p) + 4.5e-16 * (1.0 + eps) > eps:
         p = math.nextafter(p, 0.0)
-    if p == 1.0:
-        raise PrivacyError(f"epsilon {eps:g} is too large: the keep probability rounds to 1 "
-                           f"(no label would ever be flipped)")
     return p
 
 

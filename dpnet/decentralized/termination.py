@@ -1,0 +1,119 @@
+r"""Network-wide statistics for the stop decision, with messages of constant size.
+
+Every machine needs the same network-wide numbers (sum of the objective parts, largest
+residual, largest ||theta||) in the same round, to stop (and to change c) together, using
+neighbour messages only. A breadth-first spanning tree T of the graph, rooted at machine 0
+(the graph is public, so every machine builds the same T; height H = eccentricity of 0 <= D),
+pipelines one wave per round:
+
+- **up**: machine v at depth d has aggregation height h_v = H - d. The message it sends in
+  round r carries U_v(r) = its own statistics of round r - 1 - h_v combined with its children's
+  U received in round r - 1, which cover the same round (children have height h_v - 1). So
+  U_v(r) aggregates v's subtree for round r - 1 - h_v, and at the end of round r the root
+  combines its children's U(r) with its own statistics into G(r - H), the whole network's.
+- **down**: the root sends (s, G(s)) in the next round; every machine forwards what its
+  parent sent, one round later per level. At the end of round r machine v at depth d knows
+  G(r - H - d), hence G(r - 2H) everywhere: every machine acts on G(r - 2H) at the end of
+  round r, the same numbers in the same round (for H = 0, G(r) at once).
+
+Each message adds 2K + 1 floats (K statistics up, the round index and K statistics down) to
+theta, independent of the number of machines and of the diameter. Combining: sums for the
+objective, maxima (NaN-propagating) for the others; rounds before the first are neutral.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+STAT_NAMES = ("objective_part", "scaled_residual", "primal_residual", "dual_residual",
+              "coef_norm")
+N_STATS = len(STAT_NAMES)
+_IS_SUM = np.array([True, False, False, False, False])
+NEUTRAL = np.where(_IS_SUM, 0.0, -np.inf)
+MESSAGE_SIZE = 2 * N_STATS + 1
+
+
+def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Aggregate two statistics vectors: sum for the objective, max (NaN wins) otherwise."""
+    return np.where(_IS_SUM, a + b, np.maximum(a, b))
+
+
+@dataclass(frozen=True)
+class TreePlan:
+    """Machine ``rank``'s place in the BFS tree of the graph rooted at machine 0."""
+
+    rank: int
+    parent: int | None
+    children: tuple[int, ...]
+    depth: int
+    height: int  # H: the tree's height (eccentricity of machine 0)
+
+    @property
+    def lag(self) -> int:
+        """Rounds between a round's statistics and the common decision on them: 2H."""
+        return 2 * self.height
+
+
+def tree_plan(graph: nx.Graph, rank: int) -> TreePlan:
+    """The same BFS tree on every machine: neighbours visited in sorted order from node 0."""
+    depth = {0: 0}
+    parent: dict[int, int | None] = {0: None}
+    order = [0]
+    for u in order:
+        for v in sorted(graph.neighbors(u)):
+            if v not in depth:
+                depth[v], parent[v] = depth[u] + 1, u
+                order.append(v)
+    children = tuple(v for v in sorted(graph.neighbors(rank)) if parent.get(v) == rank)
+    return TreePlan(rank, parent[rank], children, depth[rank], max(depth.values()))
+
+
+class TreeAggregator:
+    """One machine's part of the pipelined up/down waves (see the module docstring)."""
+
+    def __init__(self, plan: TreePlan, neighbours: list[int]) -> None:
+        self.plan = plan
+        self._slot = {v: k for k, v in enumerate(neighbours)}
+        self._own: deque[np.ndarray] = deque(maxlen=plan.height - plan.depth + 1)
+        self._children_up = {c: NEUTRAL.copy() for c in plan.children}
+        self._down = (0.0, NEUTRAL.copy())  # (round index, G) to forward
+        self._known: dict[int, np.ndarray] = {}
+
+    def outgoing(self) -> np.ndarray:
+        """The statistics part of this round's message: [U (K), down index, down G (K)]."""
+        h = self.plan.height - self.plan.depth
+        # own statistics of round r - 1 - h: the oldest kept once the deque is full
+        own = self._own[0] if len(self._own) == h + 1 else NEUTRAL
+        up = own
+        for c in self.plan.children:
+            up = combine(up, self._children_up[c])
+        index, down = self._down
+        return np.concatenate([up, [index], down])
+
+    def receive(self, round_: int, own_stats: np.ndarray, received: np.ndarray) -> None:
+        """End of round ``round_``: this machine's statistics and the neighbours' parts."""
+        self._own.append(own_stats)
+        for c in self.plan.children:
+            self._children_up[c] = received[self._slot[c], :N_STATS]
+        if self.plan.parent is None:  # the root completes the wave of round r - H
+            total = self._own[0]  # own statistics of round r - H
+            for c in self.plan.children:
+                total = combine(total, self._children_up[c])
+            s = round_ - self.plan.height
+            self._down = (float(s), total)
+            self._known[s] = total
+        else:
+            part = received[self._slot[self.plan.parent], N_STATS:]
+            index = int(part[0])
+            self._down = (float(index), part[1:])
+            self._known[index] = part[1:]
+        self._known.pop(round_ - self.plan.lag - 1, None)
+
+    def network_stats(self, round_: int) -> np.ndarray | None:
+        """G(s) for s = round_ - 2H, identical on every machine; None before round 1."""
+        s = round_ - self.plan.lag
+        return self._known.get(s) if s >= 1 else None
