@@ -44,8 +44,8 @@ class RunConfig:
     """Everything the main job needs to know; identical on every rank. Each field is one
     command-line option (``--field-name``), with its default, help and group."""
 
-    topology: str = _opt(DEFAULT_TOPOLOGY, f"graph name ({', '.join(TOPOLOGY_NAMES)}) or a "
-                         "graph file", NET)
+    topology: str = _opt(DEFAULT_TOPOLOGY, f"graph name ({', '.join(TOPOLOGY_NAMES)}; auto = "
+                         "paper5 for 5 machines, a ring otherwise) or a graph file", NET)
     machines: int = _opt(DEFAULT_MACHINES, "J for the in-process backend", NET, type=int)
     backend: str = _opt("auto", "auto: MPI under mpiexec, otherwise all machines in this "
                         "process", NET, choices=("auto", "mpi", "inprocess"))

@@ -212,7 +212,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     priv = report["privacy"]
     eps = priv["epsilon_per_machine"]
     return [
-        f"dpnet: {report['n_machines']} machines on '{report['topology']['name']}' "
+        f"dpnet: {report['n_machines']} machine{'s' if report['n_machines'] != 1 else ''} on "
+        f"'{report['topology']['name']}' "
         f"({report['backend']}), {report['rounds']} rounds, stop: {report['stop_reason']}",
         f"  objective (randomized labels) {report['objective']['on_randomized_labels']:.6f}, "
         f"test accuracy {_accuracy_text(report['test_accuracy'])}",

@@ -49,14 +49,12 @@ EXIT_INTERRUPTED = 130
 NO_ESTIMATE = ("non-finite", "diverged")
 
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
-_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
 
 
-def _launcher_rank_size() -> tuple[int, int]:
-    """Rank and size announced by mpiexec in the environment (0, 1 when not launched)."""
-    rank = next((int(os.environ[v]) for v in _RANK_VARS if v in os.environ), 0)
-    size = next((int(os.environ[v]) for v in _SIZE_VARS if v in os.environ), 1)
-    return rank, size
+def _launcher_rank() -> tuple[int, bool]:
+    """(rank announced by mpiexec, whether mpiexec started us at all: also for -n 1)."""
+    found = [int(os.environ[v]) for v in _RANK_VARS if v in os.environ]
+    return (found[0] if found else 0), bool(found)
 
 
 def _fail(message: str, rank: int) -> int:
@@ -243,12 +241,13 @@ def _own_shards(config: RunConfig, world: Any) -> tuple[Any, Any, str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    launcher_rank, launcher_size = _launcher_rank_size()
+    launcher_rank, launched = _launcher_rank()
     try:
         config = parse_config(argv)
     except DpnetError as exc:
         return _fail(str(exc), launcher_rank)
-    use_mpi = config.backend == "mpi" or (config.backend == "auto" and launcher_size > 1)
+    # under mpiexec (even -n 1) every rank is one machine; --machines is for in-process runs
+    use_mpi = config.backend == "mpi" or (config.backend == "auto" and launched)
     if use_mpi:
         return run_mpi(config)
     try:

@@ -73,8 +73,14 @@ def test_default_job_runs_and_reports(tmp_path):
     assert accuracy["estimate"] > 0.6
 
 
+def test_mpiexec_n1_runs_one_mpi_rank():
+    res = run_job(["--quiet", "--n-samples", "300", "--n-test", "50"], n_ranks=1, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "dpnet: 1 machine on 'ring' (mpi)" in res.stdout
+
+
 @pytest.mark.parametrize(("n_ranks", "args", "message"), [
-    (4, [], "paper5"),
+    (4, ["--topology", "paper5"], "paper5"),
     (5, ["--topology", "moebius"], "moebius"),
     (5, ["--data", "/nonexistent/file.npz"], "/nonexistent/file.npz"),
     (5, ["--epsilon", "-1"], "--epsilon"),

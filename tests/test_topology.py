@@ -201,3 +201,11 @@ def test_shipped_topology_files() -> None:
         name = path.stem.rsplit("-", 1)[0]
         seed_kw = {"degree": 2} if (name == "random-regular" and J == 5) else {}
         assert _edges(G) == _edges(build_topology(name, J, **seed_kw)), path.name
+
+
+@pytest.mark.parametrize(("J", "name", "edges"), [(1, "ring", 0), (2, "ring", 1), (5, "paper5", 6),
+                                                  (8, "ring", 8), (1000, "ring", 1000)])
+def test_auto_topology_serves_any_machine_count(J, name, edges) -> None:
+    G = build_topology("auto", J)
+    assert G.graph["name"] == name and G.number_of_nodes() == J
+    assert G.number_of_edges() == edges and nx.is_connected(G)

@@ -25,9 +25,11 @@ import numpy as np
 
 from dpnet.errors import TopologyError
 
-DEFAULT_TOPOLOGY = "paper5"  # paper 3's 5-machine graph: the default of the CLI and estimator
+# the default of the CLI and the estimator: paper 3's 5-machine graph for J = 5, a ring else
+DEFAULT_TOPOLOGY = "auto"
 DEFAULT_MACHINES = 5
 TOPOLOGY_NAMES = (
+    "auto",
     "paper5",
     "ring",
     "path",
@@ -159,14 +161,18 @@ def build_topology(
 ) -> nx.Graph:
     """Build the graph named ``spec`` on ``n_nodes`` nodes, or read it from a graph file.
 
-    Names are :data:`TOPOLOGY_NAMES`. ``grid`` is rows x cols with rows the largest divisor of J
-    that is <= sqrt(J) (a prime J gives a 1 x J path). ``erdos-renyi`` uses edge probability
-    ``edge_prob`` (default min(1, 2 ln J / J)) and, like ``random-regular`` (degree ``degree``)
-    and ``small-world`` (Watts-Strogatz, k = 4, or 2 when J < 6, rewiring p = 0.3), is redrawn
-    from ``seed`` until connected. A file (``.edgelist``/``.txt`` "u v" lines, ``.adjlist``,
-    ``.graphml``, ``.gml``, ``.json`` node-link) is read and validated against ``n_nodes``.
+    Names are :data:`TOPOLOGY_NAMES`. ``auto`` is ``paper5`` for J = 5 and ``ring`` otherwise
+    (a path for J = 2, one node for J = 1). ``grid`` is rows x cols with rows the largest
+    divisor of J that is <= sqrt(J) (a prime J gives a 1 x J path). ``erdos-renyi`` uses edge
+    probability ``edge_prob`` (default min(1, 2 ln J / J)) and, like ``random-regular``
+    (degree ``degree``) and ``small-world`` (Watts-Strogatz, k = 4, or 2 when J < 6, rewiring
+    p = 0.3), is redrawn from ``seed`` until connected. A file (``.edgelist``/``.txt`` "u v"
+    lines, ``.adjlist``, ``.graphml``, ``.gml``, ``.json`` node-link) is read and validated
+    against ``n_nodes``.
     The result is validated: connected, nodes 0..J-1, no self-loops.
     """
+    if spec == "auto":
+        spec = "paper5" if n_nodes == 5 else "ring"
     if spec in TOPOLOGY_NAMES:
         if n_nodes < 1:
             raise TopologyError(f"topology {spec!r} needs at least 1 node, got {n_nodes}")
