@@ -156,26 +156,22 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
             done_round = t - stats.plan.lag
             record = ProgressRecord(done_round, float(complete[0]), float(complete[2]),
                                     float(complete[3]))
+            history.append(record)  # every round: the convergence plot reads it
             if on_progress is not None and config.progress_every and (
                     done_round % config.progress_every == 0):
                 on_progress(record)
-            if config.progress_every and done_round % config.progress_every == 0:
-                history.append(record)
             if not np.isfinite(complete).all():
                 # NaN or inf in any machine's iterate or objective: nothing after it can be
                 # trusted (max-based tests are false for NaN), so stop everyone now
                 stop_reason = "non-finite"
-                history.append(record)
                 break
             if complete[4] > config.max_coef_norm:
                 # the objective has no minimiser (or c is badly off): relative residuals
                 # would look small on a run-away iterate, so stop and say so
                 stop_reason = "diverged"
-                history.append(record)
                 break
             if complete[1] <= config.tol:
                 stop_reason = "converged"
-                history.append(record)
                 break
             if (config.adapt_c and n_adapted < config.adapt_max
                     and done_round % config.adapt_every == 0
