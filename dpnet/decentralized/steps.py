@@ -21,8 +21,10 @@ hold them, so they stay bitwise equal without a third exchange. See docs/algorit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit
 
 from dpnet.losses.logistic import logistic_loss
@@ -108,18 +110,62 @@ def _prox_center(z_nbhd: np.ndarray, v_in: np.ndarray, c: float) -> np.ndarray:
     return (z_nbhd + v_in / c).mean(axis=0)
 
 
+NewtonSystem = Literal["dense", "woodbury"]
+
+
+def newton_system_kind(n_rows: int, dim: int) -> NewtonSystem:
+    """How the theta step solves H s = g, H = X~^T D X~ + rho I of size ``dim`` = p + 1.
+
+    ``"dense"`` (form H, O(n_j dim^2 + dim^3)) when the shard has n_j >= dim rows,
+    ``"woodbury"`` (an n_j x n_j system, O(n_j^2 dim + n_j^3)) when n_j < dim (wide data).
+    """
+    return "woodbury" if n_rows < dim else "dense"
+
+
+def newton_direction(X: np.ndarray, weights: np.ndarray, rho: float, grad: np.ndarray,
+                     kind: NewtonSystem, gram: np.ndarray | None = None) -> np.ndarray:
+    r"""H^{-1} grad for H = X^T diag(weights) X + rho I, weights >= 0 (may be exactly 0), rho > 0.
+
+    ``dense``: np.linalg.solve on H. ``woodbury``: with S = diag(weights)^{1/2},
+
+        H^{-1} g = (1/rho) [g - X^T S (rho I + S X X^T S)^{-1} S X g],
+
+    an n x n SPD (Cholesky) system that never divides by a weight; ``gram`` = X X^T may be
+    passed to reuse it across Newton iterations. See docs/algorithms.md.
+    """
+    if kind == "dense":
+        hess = (X.T * weights) @ X
+        hess[np.diag_indices_from(hess)] += rho
+        return np.linalg.solve(hess, grad)
+    if kind != "woodbury":
+        raise ValueError(f"unknown Newton system kind {kind!r}")
+    if gram is None:
+        gram = X @ X.T
+    s = np.sqrt(weights)
+    small = s[:, None] * gram * s[None, :]
+    small[np.diag_indices_from(small)] += rho
+    w = cho_solve(cho_factor(small, lower=True, check_finite=False), s * (X @ grad),
+                  check_finite=False)
+    return (grad - X.T @ (s * w)) / rho
+
+
 def theta_update_newton(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
                         theta_prev: np.ndarray, c: float, *, tol: float = 1e-12,
-                        max_iter: int = 50) -> np.ndarray:
+                        max_iter: int = 50, system: NewtonSystem | None = None) -> np.ndarray:
     """theta step solved to ``tol`` (gradient norm) by damped Newton from ``theta_prev``.
 
     The subproblem is smooth and (c d_j)-strongly convex; Armijo backtracking on the exact
-    objective makes every step a descent step.
+    objective makes every step a descent step. The Newton system (H = X~^T D X~ + c d_j I,
+    D = diag(l''/n)) is solved as ``system`` says, by default ``newton_system_kind(n_j, p+1)``:
+    dense for tall shards, by the Woodbury identity when n_j < p + 1 (see
+    :func:`newton_direction`).
     """
     d = z_nbhd.shape[0]
     m = _prox_center(z_nbhd, v_in, c)
     rho = c * d
     X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
+    kind = newton_system_kind(*X.shape) if system is None else system
+    gram = X @ X.T if kind == "woodbury" else None  # O(n_j^2 (p+1)), once per theta step
     theta = theta_prev.copy()
 
     def value(t: np.ndarray) -> float:
@@ -131,9 +177,7 @@ def theta_update_newton(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
         grad = X.T @ (inv_n * y * loss.derivative(margin)) + rho * (theta - m)
         if np.linalg.norm(grad) <= tol:
             break
-        hess = (X.T * (inv_n * loss.curvature(margin))) @ X
-        hess[np.diag_indices_from(hess)] += rho
-        step = np.linalg.solve(hess, grad)
+        step = newton_direction(X, inv_n * loss.curvature(margin), rho, grad, kind, gram)
         slope = grad @ step
         if slope <= 1e-12 * max(1.0, abs(f)):
             # quadratic-convergence region: the predicted decrease is below what function

@@ -1,0 +1,215 @@
+"""The theta step on wide data (p >> n_j): dense Newton vs Woodbury Newton vs the paper's
+gradient steps, side by side in one run, and the whole job at p = 5,000.
+
+    nice -n 10 python benchmarks/theta_step_wide.py            # ~5 min on 2 cores
+
+Data: n = 100 rows, X ~ N(0, 1), groups of 5 columns, two active groups, y ~ Bernoulli(sigma);
+J = 5 machines (paper5 graph, 20 rows each, so n_j = 20 < p + 1 and the automatic Newton
+system is Woodbury). For each p in P_GRID:
+
+- theta step: the inputs of machine 0's theta step are recorded in rounds 1 (cold) and
+  WARM_ROUND (warm) of an in-process run; each solver is timed on exactly those inputs
+  (BLAS single-threaded, as in in-process runs), with the Newton iterations it took;
+- ADMM round: in-process runs of a fixed number of rounds (tol = 0), wall time / rounds.
+
+Then ``python -m dpnet.run --data FILE --test-fraction 0 --machines 5`` (in-process backend,
+default = automatic Newton system) on the p = 5,000 problem, timed to convergence, and its
+objective gap to skglm's optimum; the same job with ``--theta-solver gradient`` for comparison.
+
+Writes benchmarks/out/theta_step_wide.csv and theta_step_wide_job.csv and prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from common import OUT_DIR, reference_value, run_job, write_csv
+from threadpoolctl import threadpool_limits
+
+from dpnet.decentralized import admm, steps
+from dpnet.network.inprocess import run_in_process
+from dpnet.network.topology import build_topology
+from dpnet.penalties.group import groups_from_labels
+
+N, J, GROUP_SIZE, LAM, SEED = 100, 5, 5, 0.1, 0
+P_GRID = (500, 2000, 5000)
+WARM_ROUND = 10
+KINDS = ("dense", "woodbury", "gradient")
+# rounds timed per ADMM run: the dense Newton system costs O(p^3) per Newton iteration
+ROUNDS = {500: 10, 2000: 3, 5000: 2}
+
+
+def make_data(p: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, p))
+    beta = np.zeros(p)
+    beta[: 2 * GROUP_SIZE] = rng.standard_normal(2 * GROUP_SIZE)
+    y = np.where(rng.random(N) < 1.0 / (1.0 + np.exp(-(X @ beta))), 1.0, -1.0)
+    return X, y, np.arange(p) // GROUP_SIZE
+
+
+def local_problems(X: np.ndarray, y: np.ndarray, groups: np.ndarray
+                   ) -> tuple[list[steps.LocalData], steps.GroupStructure]:
+    ptr, idx = groups_from_labels(groups)
+    structure = steps.GroupStructure(ptr, idx, np.full(len(ptr) - 1, LAM / (2 * J)))
+    shards = [steps.LocalData(np.hstack([X[r], np.ones((len(r), 1))]), y[r], N)
+              for r in np.array_split(np.arange(N), J)]
+    return shards, structure
+
+
+def theta_step(kind: str) -> Any:
+    """The theta-step function run_machine calls, with the Newton system forced to ``kind``."""
+    if kind == "gradient":
+        return None  # run_machine's own gradient branch (ADMMConfig.theta_solver)
+    return functools.partial(steps.theta_update_newton, system=kind)
+
+
+def run_rounds(shards: list[steps.LocalData], structure: steps.GroupStructure, kind: str,
+               rounds: int, record: list[tuple[Any, ...]] | None = None) -> float:
+    """Wall seconds of ``rounds`` in-process ADMM rounds with the given theta step."""
+    graph = build_topology("paper5", J)
+    cfg = admm.ADMMConfig(lam=LAM, tol=0.0, max_rounds=rounds,
+                          theta_solver="gradient" if kind == "gradient" else "newton")
+    original = admm.theta_update_newton
+    newton = theta_step(kind) or original
+
+    def recording(data: Any, z_nbhd: Any, v_in: Any, theta: Any, c: float) -> np.ndarray:
+        if record is not None and data is shards[0]:
+            record.append((data, z_nbhd.copy(), v_in.copy(), theta.copy(), c))
+        return newton(data, z_nbhd, v_in, theta, c)
+
+    admm.theta_update_newton = recording
+    try:
+        start = time.perf_counter()
+        run_in_process(graph, lambda comm: admm.run_machine(
+            comm, shards[comm.rank], structure, cfg, graph), timeout=3600)
+        return time.perf_counter() - start
+    finally:
+        admm.theta_update_newton = original
+
+
+def time_theta_step(kind: str, args: tuple[Any, ...], repeats: int) -> tuple[float, int]:
+    """Median seconds of one theta step on recorded inputs, and its Newton iterations."""
+    count = [0]
+    original = steps.newton_direction
+
+    def counting(*a: Any, **k: Any) -> np.ndarray:
+        count[0] += 1
+        return original(*a, **k)
+
+    times = []
+    steps.newton_direction = counting
+    try:
+        with threadpool_limits(1):
+            for _ in range(repeats):
+                count[0] = 0
+                start = time.perf_counter()
+                if kind == "gradient":
+                    cfg = admm.ADMMConfig(lam=LAM)
+                    steps.theta_update_gradient(*args, n_steps=cfg.beta_steps,
+                                                step_size=cfg.beta_step_size)
+                else:
+                    steps.theta_update_newton(*args, system=kind)
+                times.append(time.perf_counter() - start)
+    finally:
+        steps.newton_direction = original
+    return float(np.median(times)), count[0]
+
+
+def step_and_round_rows(p: int) -> list[dict[str, Any]]:
+    X, y, groups = make_data(p)
+    shards, structure = local_problems(X, y, groups)
+    record: list[tuple[Any, ...]] = []
+    run_rounds(shards, structure, "woodbury", WARM_ROUND, record)
+    inputs = {"cold (round 1)": record[0], f"warm (round {WARM_ROUND})": record[-1]}
+    rows = []
+    for label, args in inputs.items():
+        for kind in KINDS:
+            repeats = 1 if kind == "dense" and p > 1000 else 5
+            seconds, iters = time_theta_step(kind, args, repeats)
+            rows.append({"p": p, "n": N, "J": J, "n_j": len(args[0].y), "what": "theta step",
+                         "when": label, "kind": kind, "seconds": seconds,
+                         "newton_iterations": iters if kind != "gradient" else None})
+    rounds = ROUNDS[p]
+    for kind in KINDS:
+        repeats = 1 if kind == "dense" else 3
+        seconds = float(np.median([run_rounds(shards, structure, kind, rounds)
+                                   for _ in range(repeats)]))
+        rows.append({"p": p, "n": N, "J": J, "n_j": N // J, "what": "ADMM round",
+                     "when": f"rounds 1-{rounds}", "kind": kind, "seconds": seconds / rounds,
+                     "newton_iterations": None})
+    for row in rows:  # ratio to Woodbury on the same inputs / rounds
+        ref = next(r for r in rows if r["what"] == row["what"] and r["when"] == row["when"]
+                   and r["kind"] == "woodbury")
+        row["ratio_to_woodbury"] = row["seconds"] / ref["seconds"]
+    return rows
+
+
+def job_rows(p: int, gradient_max_rounds: int) -> list[dict[str, Any]]:
+    X, y, groups = make_data(p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f_star = reference_value(X, y, groups, LAM)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "wide.npz"
+        np.savez(path, X=X, y=y, groups=groups)
+        for solver, max_rounds in (("newton", 3000), ("gradient", gradient_max_rounds)):
+            argv = ["--data", str(path), "--test-fraction", "0", "--machines", str(J),
+                    "--backend", "inprocess", "--lam", str(LAM), "--seed", "1",
+                    "--theta-solver", solver, "--max-rounds", str(max_rounds)]
+            report = run_job(argv, ranks=None, timeout=1800)
+            f = report["objective"]["on_randomized_labels"]
+            rows.append({
+                "p": p, "n": N, "J": J, "theta_solver": solver,
+                "newton_system": steps.newton_system_kind(N // J, p + 1)
+                if solver == "newton" else None,
+                "rounds": report["rounds"], "stop_reason": report["stop_reason"],
+                "job_wall_s": report["timing"]["wall_seconds"],
+                "launch_wall_s": report["launch_seconds"],
+                "ms_per_round": 1e3 * report["timing"]["seconds_per_round"],
+                "objective": f, "rel_gap_to_skglm": (f - f_star) / abs(f_star),
+                "selected_groups": len(report["selected_groups"]),
+                "command": report["command"],
+            })
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--p", type=int, nargs="+", default=list(P_GRID))
+    parser.add_argument("--job-p", type=int, default=5000)
+    parser.add_argument("--gradient-max-rounds", type=int, default=3000)
+    args = parser.parse_args()
+
+    rows: list[dict[str, Any]] = []
+    for p in args.p:
+        ROUNDS.setdefault(p, 2)
+        rows += step_and_round_rows(p)
+        write_csv(rows, OUT_DIR / "theta_step_wide.csv")
+    print(f"{'p':>5} {'what':<11} {'when':<17} {'kind':<9} {'ms':>11} {'Newton it':>9} "
+          f"{'/ woodbury':>10}")
+    for r in rows:
+        it = "" if r["newton_iterations"] is None else str(r["newton_iterations"])
+        print(f"{r['p']:>5} {r['what']:<11} {r['when']:<17} {r['kind']:<9} "
+              f"{1e3 * r['seconds']:>11.3f} {it:>9} {r['ratio_to_woodbury']:>10.1f}")
+
+    jobs = job_rows(args.job_p, args.gradient_max_rounds)
+    write_csv(jobs, OUT_DIR / "theta_step_wide_job.csv")
+    for r in jobs:
+        print(f"job p = {r['p']}, n = {r['n']}, J = {r['J']}, theta solver {r['theta_solver']}"
+              f" ({r['newton_system'] or 'U = 10, alpha = 0.4'}): {r['rounds']} rounds, stop "
+              f"{r['stop_reason']}, job {r['job_wall_s']:.2f} s (launch {r['launch_wall_s']:.2f}"
+              f" s), {r['ms_per_round']:.2f} ms/round, gap to skglm {r['rel_gap_to_skglm']:.2e},"
+              f" {r['selected_groups']} groups")
+
+
+if __name__ == "__main__":
+    main()
