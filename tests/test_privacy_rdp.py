@@ -192,3 +192,55 @@ def test_rdp_parameter_checks(bad: dict) -> None:
     kw = dict(q=0.1, noise_multiplier=1.0, orders=[2.0]) | bad
     with pytest.raises(PrivacyError):
         rdp.rdp_poisson_gaussian(**kw)
+
+
+@pytest.mark.parametrize("q", [5e-324, 1e-310])
+def test_subnormal_sampling_rate_keeps_the_fractional_series(q: float) -> None:
+    """ln(1/q - 1) overflowed for subnormal q (1/q = inf, split point z0 = inf): alpha = 2.5
+    came out 2.3e14 instead of ~1.4e4 (and 'series failed' at alpha = 1.05). Renyi divergence
+    is non-decreasing in the order: a fractional order lies between its integer neighbours."""
+    r = rdp.rdp_poisson_gaussian(q, 0.01, [2.0, 2.5, 3.0])
+    assert np.all(np.isfinite(r)) and r[0] * (1 - 1e-9) <= r[1] <= r[2] * (1 + 1e-9)
+    assert r[0] == pytest.approx(float(exact_int(q, 0.01, 2)), rel=1e-9)
+
+
+def test_classic_conversion_at_the_smallest_delta() -> None:
+    """ln(1/delta) overflowed to inf at delta = 5e-324 (1/delta = inf)."""
+    eps, order = rdp.rdp_to_epsilon([2.0, 9.0], [0.1, 0.5], 5e-324, "classic")
+    assert (eps, order) == pytest.approx((0.5 + 744.4400719213812 / 8, 9.0))
+
+
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        (dict(steps=float("nan")), "steps must be an integer"),
+        (dict(steps=float("inf")), "steps must be an integer"),
+        (dict(steps=10**400), "steps must be an integer"),
+        (dict(steps=2.5), "steps must be an integer"),
+        (dict(steps=True), "steps must be an integer"),
+        (dict(noise_multiplier=1e-13), "noise_multiplier must lie in"),
+        (dict(noise_multiplier=1e9), "noise_multiplier must lie in"),
+        (dict(sampling="fixed", n=float("nan")), "dataset size n must be an integer"),
+        (dict(sampling="fixed", n=10**400), "dataset size n must be an integer"),
+    ],
+)
+def test_absurd_counts_and_multipliers_are_refused(kw: dict, msg: str) -> None:
+    """Each gave ValueError/OverflowError from int() or overflowed inside the series."""
+    args = dict(sampling="poisson", q=0.01, noise_multiplier=1.0, steps=10, delta=1e-5) | kw
+    with pytest.raises(PrivacyError, match=msg):
+        rdp.epsilon_for(**args, with_pld=False)
+
+
+@pytest.mark.parametrize("target,steps", [(0.5, 100), (1e-9, 3)])
+def test_calibration_is_fast_and_tight_where_the_series_is_slow(target: float, steps: int) -> None:
+    """q = 0.5 and sigma in the tens of thousands: every fractional order needs ~1e5 series
+    terms (~1.5 s a grid). Bisection on the full grid took 31 s and 59 s; per-order roots
+    take a few full-grid evaluations. At 1e-9 the answer is the jump of the KL rule."""
+    import time
+
+    t0 = time.perf_counter()
+    sigma = rdp.calibrate_noise_multiplier(target, 1e-5, "poisson", 0.5, steps)
+    assert time.perf_counter() - t0 < 20
+    at = rdp.epsilon_for("poisson", 0.5, sigma, steps, 1e-5, with_pld=False)["epsilon"]
+    below = rdp.epsilon_for("poisson", 0.5, sigma * (1 - 2e-6), steps, 1e-5, with_pld=False)
+    assert at <= target < below["epsilon"]

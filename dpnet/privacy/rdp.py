@@ -23,13 +23,16 @@ Thm 27, with Cor. 10 interpolation at fractional orders, as implemented in dp-ac
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from dp_accounting import dp_event
+from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.pld import privacy_loss_mechanism as pld_mech
 from dp_accounting.rdp import rdp_privacy_accountant as _dpa_rdp
-from scipy import special
+from scipy import optimize, special
 
 from dpnet.errors import PrivacyError
 
@@ -52,6 +55,17 @@ DEFAULT_ORDERS: np.ndarray = np.unique(
 SAMPLING_SCHEMES = ("poisson", "fixed")
 CONVERSIONS = ("improved", "classic")
 PLD_DISCRETIZATION = 1e-4
+PLD_MAX_DISCRETIZATION = 1e-2
+"""The CLI's and :func:`epsilon_for`'s PLD coarsens its grid up to this interval to fit."""
+PLD_MAX_POINTS = 1 << 20
+"""Largest PLD support (grid points per PMF) built: ~64 bytes a point at peak, ~1 s per 1e6."""
+PLD_MAX_STEPS = 10**6
+"""No FFT self-composition beyond this: x**steps amplifies the FFT's rounding ~steps times."""
+_PLD_TAIL = 1e-15  # dp-accounting's tail_mass_truncation of self_compose
+SIGMA_RANGE = (1e-12, 1e8)
+"""Noise multipliers accepted: outside, the series (and dp-accounting) overflow."""
+MAX_COUNT = 10**15
+"""Largest number of steps and dataset size accepted."""
 _MAX_TERMS = 1 << 17
 
 
@@ -68,7 +82,19 @@ def _check_q_sigma(q: float, noise_multiplier: float) -> tuple[float, float]:
         raise PrivacyError(f"sampling rate q must lie in [0, 1], got {q}")
     if not (s > 0 and math.isfinite(s)):
         raise PrivacyError(f"noise_multiplier must be a finite positive number, got {s}")
+    if not SIGMA_RANGE[0] <= s <= SIGMA_RANGE[1]:
+        raise PrivacyError(
+            f"noise_multiplier must lie in [{SIGMA_RANGE[0]:g}, {SIGMA_RANGE[1]:g}], got {s:g}"
+        )
     return q, s
+
+
+def _check_count(value: float | None, what: str) -> int:
+    """A positive integer <= MAX_COUNT (steps, dataset size)."""
+    ok = isinstance(value, int | np.integer | float) and not isinstance(value, bool)
+    if ok and not (isinstance(value, float) and not value.is_integer()) and 1 <= value <= MAX_COUNT:
+        return int(value)
+    raise PrivacyError(f"{what} must be an integer in [1, {MAX_COUNT:.0e}], got {value}")
 
 
 def _log_expm1(x: np.ndarray) -> np.ndarray:
@@ -98,7 +124,7 @@ def _frac_log_terms(q: float, s: float, alpha: float, i: np.ndarray) -> tuple[np
         special.gammaln(alpha + 1.0) - special.gammaln(i + 1.0) - special.gammaln(alpha - i + 1.0)
     )
     sign = special.gammasgn(alpha - i + 1.0)
-    z0 = s * s * math.log(1.0 / q - 1.0) + 0.5
+    z0 = s * s * (math.log1p(-q) - math.log(q)) + 0.5  # ln(1/q - 1), finite for tiny q
     j = alpha - i
     log_c0 = (
         i * math.log(q)
@@ -177,7 +203,8 @@ def rdp_fixed_size_gaussian(
     noise_multiplier is relative to the replace-one sensitivity (2C for a sum clipped to C).
     Wang, Balle & Kasiviswanathan 2019 Thm 27 (Cor. 10 at fractional orders), dp-accounting 0.6.
     """
-    if int(n) != n or int(batch_size) != batch_size or not 1 <= batch_size <= n:
+    n, batch_size = _check_count(n, "n"), _check_count(batch_size, "batch_size")
+    if not batch_size <= n:
         raise PrivacyError(f"need integers 1 <= batch_size <= n, got {batch_size} and {n}")
     _, s = _check_q_sigma(batch_size / n, noise_multiplier)
     a = _check_orders(orders)
@@ -202,15 +229,26 @@ def rdp_to_epsilon(
         raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
     if conversion not in CONVERSIONS:
         raise PrivacyError(f"conversion must be 'improved' or 'classic', got {conversion!r}")
-    with np.errstate(invalid="ignore"):
-        if conversion == "classic":
-            eps = r + math.log(1.0 / delta) / (a - 1.0)
-        else:
-            eps = r + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
-            eps = np.where(delta**2 + np.expm1(-r) > 0, 0.0, eps)
-    eps = np.where(np.isinf(r), np.inf, np.maximum(eps, 0.0))
+    eps = _eps_per_order(a, r, float(delta), conversion)
     best = int(np.argmin(eps))
     return float(eps[best]), float(a[best])
+
+
+def _eps_per_order(a: np.ndarray, r: np.ndarray, delta: float, conversion: str) -> np.ndarray:
+    """epsilon at each order (checked inputs; see :func:`rdp_to_epsilon`)."""
+    eps = _raw_eps(a, r, delta, conversion)
+    if conversion == "improved":
+        with np.errstate(invalid="ignore"):
+            eps = np.where(delta**2 + np.expm1(-r) > 0, 0.0, eps)
+    return np.where(np.isinf(r), np.inf, np.maximum(eps, 0.0))
+
+
+def _raw_eps(a: np.ndarray, r: np.ndarray, delta: float, conversion: str) -> np.ndarray:
+    """The conversion formula alone (no KL rule, no clipping at 0): continuous in r."""
+    with np.errstate(invalid="ignore"):
+        if conversion == "classic":
+            return r - math.log(delta) / (a - 1.0)
+        return r + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
 
 
 def sampled_gaussian_event(
@@ -218,8 +256,7 @@ def sampled_gaussian_event(
 ) -> dp_event.DpEvent:
     """The dp-accounting event of ``steps`` subsampled Gaussian steps under a declared sampler."""
     q, s = _check_q_sigma(q, noise_multiplier)
-    if int(steps) != steps or steps < 1:
-        raise PrivacyError(f"steps must be a positive integer, got {steps}")
+    steps = _check_count(steps, "steps")
     if sampling == "poisson":
         inner: dp_event.DpEvent = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s))
     elif sampling == "fixed":
@@ -232,8 +269,9 @@ def sampled_gaussian_event(
 
 def fixed_batch_size(q: float, n: int | None) -> int:
     """Batch size m = q n of fixed-size sampling; q n must be an integer."""
-    if n is None or int(n) != n or n < 1:
+    if n is None:
         raise PrivacyError("fixed-size sampling needs the dataset size n (a positive integer)")
+    n = _check_count(n, "the dataset size n")
     m = round(q * n)
     if m < 1 or abs(q * n - m) > 1e-6 * max(1.0, q * n):
         raise PrivacyError(f"fixed-size sampling needs q*n to be a positive integer, got {q * n}")
@@ -251,12 +289,122 @@ def _rdp_steps(
 
 
 def pld_epsilon(event: dp_event.DpEvent, delta: float) -> float | None:
-    """epsilon from dp-accounting's PLD accountant (add/remove), None if it has no PLD for it."""
+    """epsilon from dp-accounting's PLD accountant (add/remove), None if it has no PLD for it.
+
+    No size budget: for ``steps`` subsampled Gaussian steps use :func:`poisson_pld_epsilon`.
+    """
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
     if not acc.supports(event):
         return None
     acc.compose(event)
     return float(acc.get_epsilon(delta))
+
+
+def _dense_pmfs(pld: pld_lib.PrivacyLossDistribution) -> list:
+    """The remove PMF (and the add PMF when asymmetric) of a dp-accounting PLD, as dense PMFs."""
+    pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
+    return [p.to_dense_pmf() for p in pmfs]
+
+
+def _composed_points(pmfs: list, steps: int) -> float:
+    """Grid points dp-accounting's dense self_compose allocates (its own Chernoff bounds)."""
+    if steps == 1:
+        return float(max(p.size for p in pmfs))
+    sizes = []
+    for p in pmfs:
+        lo, hi = pld_common.compute_self_convolve_bounds(p._probs, steps, _PLD_TAIL)
+        sizes.append(max(float(hi) - float(lo) + 1.0, p.size))
+    return max(sizes)
+
+
+def _single_step_width(q: float, s: float) -> float:
+    """Width of the single-step privacy-loss support dp-accounting discretises (both PMFs)."""
+    adjacency = [pld_mech.AdjacencyType.REMOVE]
+    if q < 1.0:
+        adjacency.append(pld_mech.AdjacencyType.ADD)
+    width = 0.0
+    for adj in adjacency:
+        b = pld_mech.GaussianPrivacyLoss(s, sampling_prob=q, adjacency_type=adj)
+        b = b.connect_dots_bounds()
+        width = max(width, float(b.epsilon_upper) - float(b.epsilon_lower))
+    return width
+
+
+def poisson_pld_epsilon(
+    q: float,
+    noise_multiplier: float,
+    steps: int,
+    delta: float,
+    max_points: int = PLD_MAX_POINTS,
+) -> dict:
+    """Pessimistic PLD epsilon of ``steps`` Poisson-subsampled Gaussian steps, within a budget.
+
+    Sizes are decided before the expensive part: the single-step loss range (closed form) and
+    dp-accounting's own composed-support bound on a coarse probe PLD give the grid points at
+    discretisation 1e-4; above ``max_points`` the grid is coarsened (a pessimistic PLD on any
+    grid is still an upper bound) up to PLD_MAX_DISCRETIZATION, beyond that, or above
+    PLD_MAX_STEPS steps, it is skipped. Returns {"pld_epsilon": float | None,
+    "pld_discretization": float | None, "pld_note": str} (note: "" or why skipped/coarsened).
+    """
+    q, s = _check_q_sigma(q, noise_multiplier)
+    steps = _check_count(steps, "steps")
+    if not 0.0 < float(delta) < 1.0:
+        raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
+    dx = PLD_DISCRETIZATION
+
+    def skipped(why: str) -> dict:
+        return {"pld_epsilon": None, "pld_discretization": None, "pld_note": f"skipped: {why}"}
+
+    if q == 0.0:
+        return {"pld_epsilon": 0.0, "pld_discretization": dx, "pld_note": ""}
+    if steps > PLD_MAX_STEPS:
+        return skipped(
+            f"more than {PLD_MAX_STEPS:.0e} steps (the FFT composition's rounding error "
+            "grows with the number of steps)"
+        )
+    try:
+        with np.errstate(all="ignore"):
+            width = _single_step_width(q, s)
+            probe_dx = max(dx, width / 2048.0)
+            probe = _from_gaussian(q, s, probe_dx)
+            need = max(_composed_points(_dense_pmfs(probe), steps) * probe_dx, width) / dx
+            need = need * 1.25 + 16.0  # L * dx grows slowly as dx shrinks: margin, then retry
+            if math.isfinite(need) and need > max_points:
+                dx = dx * need / max_points
+            for _ in range(3):
+                if not (math.isfinite(need) and dx <= PLD_MAX_DISCRETIZATION):
+                    mb = need * 64 / 2**20
+                    return skipped(
+                        f"would need ~{need:.3g} grid points (~{mb:.3g} MB) at discretisation "
+                        f"{PLD_DISCRETIZATION:g}, more than {max_points} even at "
+                        f"{PLD_MAX_DISCRETIZATION:g} (too fine a discretisation)"
+                    )
+                pmfs = _dense_pmfs(_from_gaussian(q, s, dx))
+                points = _composed_points(pmfs, steps)
+                if points <= max_points:
+                    break
+                need, dx = points * dx / PLD_DISCRETIZATION, dx * 1.1 * points / max_points
+            else:
+                return skipped(f"would need {points:.3g} grid points, more than {max_points}")
+            if steps > 1:
+                pmfs = [p.self_compose(steps, _PLD_TAIL) for p in pmfs]
+            eps = float(pld_lib.PrivacyLossDistribution(*pmfs).get_epsilon_for_delta(delta))
+        if math.isnan(eps):
+            return skipped("dp-accounting returned NaN")
+    except (ArithmeticError, ValueError, AttributeError) as exc:  # overflow at extremes; the
+        # PMF internals read here (_pmf_remove, _probs) are those of dp-accounting 0.6
+        return skipped(f"dp-accounting cannot build this PLD ({type(exc).__name__}: {exc})")
+    note = (
+        ""
+        if dx == PLD_DISCRETIZATION
+        else f"discretisation {dx:.3g}: coarser, still an upper bound"
+    )
+    return {"pld_epsilon": eps, "pld_discretization": dx, "pld_note": note}
+
+
+def _from_gaussian(q: float, s: float, dx: float) -> pld_lib.PrivacyLossDistribution:
+    """dp-accounting's pessimistic (connect-the-dots) PLD of one Poisson-subsampled step."""
+    return pld_lib.from_gaussian_mechanism(s, sampling_prob=q, value_discretization_interval=dx)
 
 
 def epsilon_for(
@@ -274,16 +422,14 @@ def epsilon_for(
 
     The sampler must be declared: "poisson" (add/remove) or "fixed" (batches of q*n drawn
     without replacement, replace-one; n required). Poisson accounting is never applied to
-    fixed-size batches. PLD epsilon is None where dp-accounting has no PLD (fixed-size).
+    fixed-size batches. PLD epsilon (:func:`poisson_pld_epsilon`, bounded in time and memory)
+    is None where dp-accounting has no PLD (fixed-size) or where it was skipped (pld_note).
     """
-    event = sampled_gaussian_event(
-        sampling, q=q, noise_multiplier=noise_multiplier, steps=steps, n=n
-    )
+    sampled_gaussian_event(sampling, q=q, noise_multiplier=noise_multiplier, steps=steps, n=n)
     a = _check_orders(orders)
     rdp = _rdp_steps(sampling, q, float(noise_multiplier), int(steps), n, a)
     eps, order = rdp_to_epsilon(a, rdp, delta, conversion)
-    pld = pld_epsilon(event, delta) if with_pld and sampling == "poisson" else None
-    return {
+    out = {
         "sampling": sampling,
         "relation": "add_remove" if sampling == "poisson" else "replace_one",
         "q": float(q),
@@ -293,8 +439,19 @@ def epsilon_for(
         "epsilon": eps,
         "best_order": order,
         "conversion": conversion,
-        "pld_epsilon": pld,
+        "pld_epsilon": None,
+        "pld_discretization": None,
+        "pld_note": "not computed",
     }
+    if sampling == "fixed":
+        out["pld_note"] = "no PLD for fixed-size sampling"
+    elif with_pld:
+        out.update(poisson_pld_epsilon(q, noise_multiplier, int(steps), delta))
+    return out
+
+
+CALIBRATION_RANGE = (1e-3, 1e6)
+"""Noise multipliers searched: above, refused; below, any sigma reaches the target."""
 
 
 def calibrate_noise_multiplier(
@@ -308,28 +465,105 @@ def calibrate_noise_multiplier(
     orders: Sequence[float] = DEFAULT_ORDERS,
     rtol: float = 1e-6,
 ) -> float:
-    """Smallest noise multiplier (to rtol, rounded up) whose RDP epsilon is <= target_epsilon."""
+    """Smallest noise multiplier (to rtol, rounded up) whose RDP epsilon is <= target_epsilon.
+
+    Refused (PrivacyError) when sigma = 1e6 does not reach the target; a sigma < 1e-3 is
+    returned as soon as one reaches it. Per-order roots by Brent's method on ln sigma (each
+    order's epsilon is non-increasing in sigma), so the few full-grid evaluations stay cheap.
+    """
     target = float(target_epsilon)
     if not (target > 0 and math.isfinite(target)):
         raise PrivacyError(f"target epsilon must be a finite positive number, got {target}")
+    if not 0.0 < rtol < 0.5:
+        raise PrivacyError(f"rtol must lie in (0, 0.5), got {rtol}")
+    if not 0.0 < float(delta) < 1.0:
+        raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
     a = _check_orders(orders)
-
-    def eps_at(s: float) -> float:
-        return rdp_to_epsilon(a, _rdp_steps(sampling, q, s, int(steps), n, a), delta, conversion)[0]
-
     sampled_gaussian_event(sampling, q=q, noise_multiplier=1.0, steps=steps, n=n)  # validate
-    lo, hi = 0.5, 1.0
-    if eps_at(hi) > target:
-        while eps_at(hi) > target:
-            lo, hi = hi, 2.0 * hi
-            if hi > 1e6:
-                raise PrivacyError(f"no noise multiplier up to 1e6 reaches epsilon {target}")
-    else:
-        while eps_at(lo) <= target:
-            if lo < 1e-3:
-                return lo
-            hi, lo = lo, lo / 2.0
+    steps = int(steps)
+    s_min, s_max = CALIBRATION_RANGE
+
+    def eps_vec(s: float, o: np.ndarray) -> np.ndarray:  # epsilon at each order in o
+        return _eps_per_order(o, _rdp_steps(sampling, q, s, steps, n, o), float(delta), conversion)
+
+    kl_level = -math.log1p(-(delta**2)) * (1.0 - 1e-9) if conversion == "improved" else 0.0
+
+    def solve_order(o: np.ndarray, test: float) -> float:
+        """Root of one order's curve below test. That curve jumps to 0 where its RDP falls
+        below -ln(1 - delta^2) (KL rule), so the jump and the continuous formula are solved
+        apart (Brent is slow on a jump); a generic search is the fallback."""
+
+        def rdp_o(s: float) -> float:
+            return float(_rdp_steps(sampling, q, s, steps, n, o)[0])
+
+        def raw(s: float) -> float:
+            return float(_raw_eps(o, np.array([rdp_o(s)]), float(delta), conversion)[0])
+
+        roots = []
+        if raw(test) <= target:
+            roots.append(_solve_log(raw, target, s_min, test, rtol))
+        if kl_level > 0.0 and rdp_o(test) <= kl_level:
+            roots.append(_solve_log(rdp_o, kl_level, s_min, test, rtol))
+        if roots and eps_vec(min(roots), o)[0] <= target:
+            return min(roots)
+        return _solve_log(lambda s: float(eps_vec(s, o)[0]), target, s_min, test, rtol)
+
+    # epsilon = min over orders of non-increasing curves, so sigma* = min over orders of each
+    # curve's own root. Fast orders first (exact integers for Poisson, <= 32 for fixed: the
+    # slow part of dp-accounting); then one evaluation of every order just below the current
+    # answer names the orders that still beat it, and the best of them is solved alone.
+    fast = a[a == np.round(a)] if sampling == "poisson" else a[a <= 32]
+    hi, test = None, s_max
+    if 0 < fast.size < a.size and eps_vec(s_max, fast).min() <= target:
+        hi = _solve_log(lambda s: float(eps_vec(s, fast).min()), target, s_min, s_max, rtol)
+        test = hi / (1.0 + rtol)
+    cand = a
+    while hi is None or hi >= s_min:
+        e = eps_vec(test, cand)
+        if not np.any(e <= target):
+            break
+        cand, e = cand[e <= target], e[e <= target]
+        hi = solve_order(cand[[int(np.argmin(e))]], test)
+        test = hi / (1.0 + rtol)
+    if hi is None:
+        raise PrivacyError(f"no noise multiplier up to {s_max:g} reaches epsilon {target:g}")
+    return hi
+
+
+def _solve_log(
+    f: Callable[[float], float],
+    target: float,
+    s_min: float,
+    hi: float,
+    rtol: float,
+    step: float = 10.0,
+) -> float:
+    """Smallest s (rounded up, to rtol) with f(s) <= target, f non-increasing, f(hi) <= target.
+
+    Returns s < s_min as soon as such an s satisfies the target.
+    """
+    memo: dict[float, float] = {}
+
+    def g(t: float) -> float:  # f(e^t) - target, memoised (brentq re-evaluates the ends)
+        if t not in memo:
+            memo[t] = f(math.exp(t)) - target
+        return memo[t]
+
+    hi_t = math.log(hi)
+    memo[hi_t] = f(hi) - target
+    if memo[hi_t] > 0.0:
+        raise PrivacyError("noise calibration: the upper end does not reach the target")
+    lo_t = hi_t - math.log(step)
+    while g(lo_t) <= 0.0:
+        if lo_t < math.log(s_min):
+            return math.exp(lo_t)
+        hi_t, lo_t = lo_t, lo_t - math.log(step)
+        step = min(step * step, 10.0)
+    x = optimize.brentq(g, lo_t, hi_t, xtol=rtol / 4) + rtol / 2
+    if x < hi_t and g(x) <= 0.0:
+        return math.exp(x)
+    lo, hi = math.exp(lo_t), math.exp(hi_t)  # bisection fallback (f glitches at round-off)
     while hi - lo > rtol * hi:
         mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if eps_at(mid) <= target else (mid, hi)
+        lo, hi = (lo, mid) if f(mid) <= target else (mid, hi)
     return hi

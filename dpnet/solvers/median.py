@@ -17,24 +17,35 @@ import numpy as np
 from dp_accounting import dp_event
 
 from dpnet.errors import ConfigError, DataError, PrivacyError
-from dpnet.privacy.clipping import clip_rows_l2, clip_values
+from dpnet.privacy.clipping import clip_values
 from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.solvers.median_algorithms import (
     dp_coordinate_descent,
     dp_irls,
     dp_objective_perturbation,
 )
-from dpnet.solvers.median_numerics import exact_lad
+from dpnet.solvers.median_numerics import clip_rows_safe, exact_lad
 
 METHODS = ("objective", "irls", "coordinate", "exact")
 RELATION = "replace_one"
 PROTECTS = "one training row (x_i, y_i)"
 
 
+MAX_BOUND = 1e100
+"""Largest x_bound / y_bound: beyond, n x_bound^2 sums overflow (ValueError deep in a solver)."""
+
+
 def _positive(name: str, value: float, error: type[Exception] = ConfigError) -> float:
     v = float(value)
     if not (math.isfinite(v) and v > 0):
         raise error(f"{name} must be a finite positive number, got {value!r}")
+    return v
+
+
+def _bound(name: str, value: float) -> float:
+    v = _positive(name, value)
+    if v > MAX_BOUND:
+        raise ConfigError(f"{name} must be at most {MAX_BOUND:g}, got {value!r}")
     return v
 
 
@@ -110,9 +121,9 @@ class DPMedianRegressor:
         lam = float(self.lam)
         if not (math.isfinite(lam) and lam >= 0):
             raise ConfigError(f"lam must be finite and >= 0, got {self.lam!r}")
-        _positive("x_bound", self.x_bound)
+        _bound("x_bound", self.x_bound)
         if self.y_bound is not None:
-            _positive("y_bound", self.y_bound)
+            _bound("y_bound", self.y_bound)
         if self.method == "exact":
             return
         _positive("epsilon", self.epsilon, PrivacyError)
@@ -146,11 +157,15 @@ class DPMedianRegressor:
             raise ConfigError(f"init array must be finite with shape ({d + 1},) = (mu, beta)")
 
     def fit(self, X: Any, y: Any, ledger: PrivacyLedger | None = None) -> DPMedianRegressor:
-        """Fit on (X, y); every release is recorded in ``ledger`` (a new one if None)."""
+        """Fit on (X, y); every release is recorded in ``ledger`` (a new one if None).
+
+        NaN/inf in X or y: DataError. Rows are clipped with overflow-safe norms, so any finite
+        magnitude (1e300) gives the fit on the correctly clipped rows.
+        """
         Xa, ya = _check_data(X, y)
         n, d = Xa.shape
         self._check_params(n, d)
-        Xa = clip_rows_l2(Xa, self.x_bound)
+        Xa = clip_rows_safe(Xa, float(self.x_bound))  # overflow-safe row norms
         if self.y_bound is not None:
             ya = clip_values(ya, self.y_bound)
         ledger = PrivacyLedger() if ledger is None else ledger
@@ -205,7 +220,13 @@ class DPMedianRegressor:
         Xa = np.asarray(X, dtype=float)
         if Xa.ndim != 2 or Xa.shape[1] != self.n_features_in_:
             raise DataError(f"X must have shape (m, {self.n_features_in_}), got {Xa.shape}")
-        return self.intercept_ + Xa @ self.coef_
+        if not np.all(np.isfinite(Xa)):
+            raise DataError("X contains NaN or infinity")
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self.intercept_ + Xa @ self.coef_
+        if not np.all(np.isfinite(out)):
+            raise DataError("predictions overflow: X is too large for the fitted coefficients")
+        return out
 
 
 # --- the paper's simulation (section 4) and the rank-0 baselines ---------------------------
@@ -252,7 +273,7 @@ def run_median_baselines(
                            "n_samples": int(n_samples),
                            "true_theta": TRUE_THETA.tolist(), "methods": {}}
     start = time.perf_counter()
-    Xc, yc = clip_rows_l2(X, PAPER_PARAMS["x_bound"]), clip_values(y, PAPER_PARAMS["y_bound"])
+    Xc, yc = clip_rows_safe(X, PAPER_PARAMS["x_bound"]), clip_values(y, PAPER_PARAMS["y_bound"])
     reference = exact_lad(Xc, yc, PAPER_PARAMS["lam"])
     out["methods"]["exact"] = {
         "intercept": float(reference[0]),

@@ -51,6 +51,24 @@ def log_abs_loss(e: float) -> Loss:
     )
 
 
+def clip_rows_safe(X: np.ndarray, bound: float) -> np.ndarray:
+    """Rows scaled to L2 norm <= bound, x_i min(1, bound/||x_i||), for any finite magnitude.
+
+    Each row is divided by its largest |entry| before squaring, so ||x_i|| neither overflows
+    (1e300-sized rows: np.linalg.norm gives inf, the clipped row 0) nor underflows (1e-200-sized
+    rows against a 1e-250 bound: it gives 0, the row stays unclipped). Rows within the bound are
+    returned unchanged; a clipped row is (x/s) bound/||x/s||, s = max_j |x_ij|.
+    """
+    s = np.max(np.abs(X), axis=1) if X.shape[1] else np.zeros(X.shape[0])
+    s = np.where(s > 0, s, 1.0)
+    unit = X / s[:, None]  # entries in [-1, 1], largest exactly 1: the norm lies in [1, sqrt(d)]
+    unit_norm = np.linalg.norm(unit, axis=1)
+    with np.errstate(under="ignore"):
+        clip = unit_norm > bound / s  # ||x|| > bound without forming ||x||
+    factor = bound / np.where(clip, unit_norm, 1.0)
+    return np.where(clip[:, None], unit * factor[:, None], X)
+
+
 def residuals(X: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """r = mu + X beta - y for theta = (mu, beta)."""
     return theta[0] + X @ theta[1:] - y
