@@ -1,0 +1,344 @@
+r"""All J machines' ADMM steps as arrays in one process: a simulator for large networks.
+
+The round loop (:func:`dpnet.decentralized.admm.run_machine`) runs one machine per MPI rank or
+thread; with J = 1,000 threads the GIL and the barriers dominate. Here every step is done for
+all machines at once, on arrays:
+
+- theta, Z: shape (J, dim), dim = p + 1 (intercept last);
+- the multipliers: one row per directed edge (j, i) of the graph *with* self-loops, held in CSR
+  order (row j = sorted closed neighbourhood Nbar_j), ``V[k] = V_ji`` for k = (j, i). The round
+  loop keeps two bitwise-equal copies (j's ``v_out[i]`` and i's ``v_in[j]``); one array suffices,
+  and ``V[rev[k]] = V_ij`` is the copy j's theta step reads;
+- neighbourhood sums over k in row j: ``np.add.reduceat`` along the CSR pointer.
+
+One round, for all j at once (the same formulas as :mod:`dpnet.decentralized.steps`):
+
+    Z_j     <- S(u_j; lam w/(2J)) / (c d_j),    u_j = sum_{i in Nbar_j} (c theta_i - V_ji)
+    theta_j <- argmin f_j(theta) + (c d_j/2) ||theta - m_j||^2,  m_j = mean_i (Z_i + V_ij/c)
+    V_ji    += c (Z_j - theta_i)
+
+The theta step is the damped Newton method of ``theta_update_newton`` with a per-machine
+active mask: every machine takes exactly its own sequence of Newton iterations and Armijo
+halvings (gradient tolerance 1e-12, at most 50 iterations, the full step in the
+quadratic-convergence region), the Newton systems of the active machines solved as one stack
+(``np.linalg.solve`` on (J_active, dim, dim)). Shards of unequal size are padded with rows of
+zero weight (zero features; their loss is masked out of the objective).
+
+Stop rule and residual balancing are those of ``run_machine``: the network aggregate
+G(s) = (sum_j objective part, max_j scaled residual, max_j primal, max_j dual, max_j ||theta_j||)
+of round s is computed directly, and applied in round t = s + 2H (H the height of
+``tree_plan(graph, 0)``), the round in which the spanning-tree waves deliver it to every
+machine, so the stop round and the stop reason equal the round loop's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from dpnet.decentralized.admm import ADAPT_FLOOR, ADMMConfig, ProgressRecord, balance_penalty
+from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss
+from dpnet.decentralized.termination import MESSAGE_SIZE, tree_plan
+
+NEWTON_TOL = 1e-12
+NEWTON_MAX_ITER = 50
+FLOAT_BYTES = 8
+
+
+@dataclass(frozen=True)
+class EdgeIndex:
+    """The graph with self-loops as CSR over directed edges k = (row[k], col[k]).
+
+    Row j holds Nbar_j = N_j + {j} in increasing order (the order of the round loop's
+    neighbourhood arrays); ``rev[k]`` is the edge (col[k], row[k]); ``degree[j]`` = d_j.
+    """
+
+    ptr: np.ndarray
+    row: np.ndarray
+    col: np.ndarray
+    rev: np.ndarray
+    degree: np.ndarray
+
+    @classmethod
+    def from_graph(cls, graph: nx.Graph) -> EdgeIndex:
+        n = graph.number_of_nodes()
+        cols = [sorted({int(v) for v in graph.neighbors(j)} | {j}) for j in range(n)]
+        degree = np.array([len(c) for c in cols], dtype=np.int64)
+        ptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+        row = np.repeat(np.arange(n, dtype=np.int64), degree)
+        col = np.concatenate(cols).astype(np.int64)
+        keys = row * n + col  # increasing: rows in order, columns sorted within a row
+        rev = np.searchsorted(keys, col * n + row)
+        return cls(ptr, row, col, rev, degree)
+
+    def row_sum(self, values: np.ndarray) -> np.ndarray:
+        """sum over k in row j of values[k], for every j: shape (J, ...)."""
+        return np.add.reduceat(values, self.ptr[:-1], axis=0)
+
+
+@dataclass
+class BatchedResult:
+    """Per-machine final iterates, the common stop round and reason, and the traffic a real
+    network would carry (bytes each machine sends per round, both exchanges)."""
+
+    theta: np.ndarray  # (J, dim)
+    z: np.ndarray  # (J, dim)
+    rounds: int
+    stop_reason: str
+    c_final: float
+    n_adapted: int
+    bytes_per_round: np.ndarray  # (J,)
+    seconds: float
+    history: list[ProgressRecord] = field(default_factory=list)
+
+    @property
+    def consensus(self) -> np.ndarray:
+        """The reported model: the mean of the machines' Z."""
+        return self.z.mean(axis=0)
+
+
+@dataclass(frozen=True)
+class _Shards:
+    """All shards stacked: X (J, n_max, dim), y (J, n_max), mask (J, n_max) or None."""
+
+    X: np.ndarray
+    XT: np.ndarray
+    y: np.ndarray
+    mask: np.ndarray | None
+    inv_n: float
+    loss: MarginLoss
+
+    @classmethod
+    def stack(cls, shards: Sequence[LocalData]) -> _Shards:
+        dims = {s.X_aug.shape[1] for s in shards}
+        totals = {s.n_total for s in shards}
+        losses = {s.loss for s in shards}
+        if len(dims) != 1 or len(totals) != 1 or len(losses) != 1:
+            raise ValueError("all shards need the same number of columns, n_total and loss")
+        sizes = [len(s.y) for s in shards]
+        n_max, dim = max(sizes), dims.pop()
+        X = np.zeros((len(shards), n_max, dim))
+        y = np.ones((len(shards), n_max))
+        for j, s in enumerate(shards):
+            X[j, : sizes[j]] = s.X_aug
+            y[j, : sizes[j]] = s.y
+        mask = None
+        if min(sizes) < n_max:
+            mask = (np.arange(n_max)[None, :] < np.array(sizes)[:, None]).astype(float)
+        return cls(X, np.ascontiguousarray(X.transpose(0, 2, 1)), y, mask,
+                   1.0 / totals.pop(), losses.pop())
+
+    def loss_sum(self, idx: np.ndarray | slice, theta: np.ndarray) -> np.ndarray:
+        """sum over machine j's rows of l(y x~^T theta_j), for the machines ``idx``."""
+        values = self.loss.value(self.y[idx] * _matvec(self.X[idx], theta))
+        if self.mask is not None:
+            values = values * self.mask[idx]
+        return values.sum(axis=1)
+
+
+def _matvec(A: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """A_j v_j for a stack A (J, m, n) and v (J, n)."""
+    return np.matmul(A, v[:, :, None])[:, :, 0]
+
+
+def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.matmul(a[:, None, :], b[:, :, None])[:, 0, 0]
+
+
+def _py_max(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
+    """Python's max(a, b) elementwise (a unless b > a; NaN handling included)."""
+    return np.where(b > a, b, a)
+
+
+def group_norms_batched(u: np.ndarray, groups: GroupStructure) -> np.ndarray:
+    """||u_{j,g}|| for every machine j (rows of u) and group g: shape (J, G)."""
+    sq = u[:, groups.grp_indices] ** 2
+    return np.sqrt(np.add.reduceat(sq, groups.grp_ptr[:-1], axis=1))
+
+
+def z_update_batched(theta: np.ndarray, V: np.ndarray, z_prev: np.ndarray, c: float,
+                     groups: GroupStructure, edges: EdgeIndex, alpha_z: float = 1.0
+                     ) -> np.ndarray:
+    """Z_j = S(u_j; t) / (c d_j), u_j = sum_{i in Nbar_j} (c theta_i - V_ji), for every j."""
+    u = edges.row_sum(c * theta[edges.col] - V)
+    norms = group_norms_batched(u[:, :-1], groups)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shrink = np.where(norms > groups.thresholds, 1.0 - groups.thresholds / norms, 0.0)
+    target = u.copy()
+    idx = groups.grp_indices
+    target[:, idx] = u[:, idx] * np.repeat(shrink, np.diff(groups.grp_ptr), axis=1)
+    target /= (c * edges.degree)[:, None]
+    if alpha_z == 1.0:
+        return target
+    return z_prev + alpha_z * (target - z_prev)
+
+
+def theta_update_newton_batched(data: _Shards, center: np.ndarray, rho: np.ndarray,
+                                theta_prev: np.ndarray, *, tol: float = NEWTON_TOL,
+                                max_iter: int = NEWTON_MAX_ITER) -> np.ndarray:
+    r"""theta_j = argmin f_j(theta) + (rho_j/2) ||theta - m_j||^2 for every j, by the damped
+    Newton method of ``theta_update_newton`` (dense system), each machine masked out of the
+    stack as soon as its own iteration stops, so it follows exactly its own sequence.
+
+    H_j = X~_j^T diag(l''/n) X~_j + rho_j I; Armijo: f(theta - t s) <= f - 1e-4 t g^T s,
+    halving t until it holds or t < 1e-10; full step once g^T s <= 1e-12 max(1, |f|).
+    """
+    X, XT, y, inv_n, loss = data.X, data.XT, data.y, data.inv_n, data.loss
+    theta = theta_prev.copy()
+    n_mach, dim = theta.shape
+    diag = np.arange(dim)
+
+    def value(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
+        diff = t - center[idx]
+        return inv_n * data.loss_sum(idx, t) + 0.5 * rho[idx] * _rowdot(diff, diff)
+
+    everyone = np.arange(n_mach)
+    f = value(everyone, theta)
+    active = everyone
+    for _ in range(max_iter):
+        if active.size == 0:
+            break
+        sel = slice(None) if active.size == n_mach else active
+        th = theta[active]
+        margin = y[sel] * _matvec(X[sel], th)
+        grad = _matvec(XT[sel], inv_n * y[sel] * loss.derivative(margin)) \
+            + rho[active, None] * (th - center[active])
+        going = ~(np.linalg.norm(grad, axis=1) <= tol)
+        active, grad, margin, th = active[going], grad[going], margin[going], th[going]
+        if active.size == 0:
+            break
+        weights = inv_n * loss.curvature(margin)
+        sel = slice(None) if active.size == n_mach else active  # no copy while all are active
+        hess = np.matmul(XT[sel] * weights[:, None, :], X[sel])
+        hess[:, diag, diag] += rho[active, None]
+        step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
+        slope = _rowdot(grad, step)
+        f_act = f[active]
+        flat = slope <= 1e-12 * _py_max(np.abs(f_act), 1.0)
+        theta[active[flat]] = th[flat] - step[flat]
+        keep = ~flat
+        active, th, step, slope, f_act = (active[keep], th[keep], step[keep], slope[keep],
+                                          f_act[keep])
+        # Armijo backtracking, every machine with its own t
+        t = np.ones(active.size)
+        cand = np.empty_like(th)
+        f_cand = np.empty(active.size)
+        searching = np.arange(active.size)
+        while searching.size:
+            trial = th[searching] - t[searching, None] * step[searching]
+            f_trial = value(active[searching], trial)
+            ok = (f_trial <= f_act[searching] - 1e-4 * t[searching] * slope[searching]) \
+                | (t[searching] < 1e-10)
+            done = searching[ok]
+            cand[done], f_cand[done] = trial[ok], f_trial[ok]
+            searching = searching[~ok]
+            t[searching] *= 0.5
+        theta[active], f[active] = cand, f_cand
+    return theta
+
+
+def _residuals(z: np.ndarray, z_prev: np.ndarray, theta: np.ndarray, c: float,
+               edges: EdgeIndex) -> tuple[np.ndarray, np.ndarray]:
+    """Primal max_{i in Nbar_j} ||Z_j - theta_i|| and dual c sqrt(d_j) ||Z_j - Z_j^prev||."""
+    gap = np.sqrt(((z[edges.row] - theta[edges.col]) ** 2).sum(axis=1))
+    primal = np.maximum.reduceat(gap, edges.ptr[:-1])
+    dual = c * np.sqrt(edges.degree) * np.linalg.norm(z - z_prev, axis=1)
+    return primal, dual
+
+
+def bytes_per_round(degree: np.ndarray, dim: int) -> np.ndarray:
+    """Bytes machine j sends per round: to each of its neighbours Z (dim floats) and theta with
+    the stop statistics (dim + MESSAGE_SIZE floats)."""
+    return (degree - 1) * FLOAT_BYTES * (2 * dim + MESSAGE_SIZE)
+
+
+def run_batched(shards: Sequence[LocalData], groups: GroupStructure, config: ADMMConfig,
+                graph: nx.Graph,
+                on_progress: Callable[[ProgressRecord], None] | None = None,
+                stop_when: Callable[[ProgressRecord], bool] | None = None) -> BatchedResult:
+    """The ADMM of ``run_machine`` for all machines of ``graph`` at once (module docstring).
+
+    ``shards[j]`` is machine j's data; all share n_total, the loss and the columns. Only the
+    Newton theta step is supported. The result equals the round loop's up to rounding: same
+    rounds and stop reason, iterates within ~1e-10 (tests/test_batched.py).
+    ``stop_when`` (simulation only, e.g. a known optimum reached) sees every record after the
+    round loop's own checks and ends the run with stop reason ``"stop_when"`` if it is true.
+    """
+    if config.theta_solver != "newton":
+        raise ValueError("run_batched supports theta_solver='newton' only")
+    n_mach = graph.number_of_nodes()
+    if len(shards) != n_mach or set(graph.nodes) != set(range(n_mach)):
+        raise ValueError(f"need one shard per node 0..{n_mach - 1}, got {len(shards)}")
+    start = time.perf_counter()
+    data = _Shards.stack(shards)
+    edges = EdgeIndex.from_graph(graph)
+    lag = tree_plan(graph, 0).lag
+    dim = data.X.shape[2]
+    theta = np.zeros((n_mach, dim))
+    z = np.zeros((n_mach, dim))
+    V = np.zeros((len(edges.col), dim))
+    pending: dict[int, np.ndarray] = {}
+    history: list[ProgressRecord] = []
+    stop_reason = "max_rounds"
+    rounds = 0
+    c = config.c
+    n_adapted = 0
+
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for t in range(1, config.max_rounds + 1):
+            rounds = t
+            z_prev = z
+            z = z_update_batched(theta, V, z_prev, c, groups, edges, config.alpha_z)
+            rho = c * edges.degree
+            center = edges.row_sum(z[edges.col] + V[edges.rev] / c) / edges.degree[:, None]
+            theta = theta_update_newton_batched(data, center, rho, theta)
+            V += c * (z[edges.row] - theta[edges.col])
+
+            primal, dual = _residuals(z, z_prev, theta, c, edges)
+            norm = np.linalg.norm(theta, axis=1)
+            objective = data.inv_n * data.loss_sum(slice(None), theta) \
+                + group_norms_batched(theta[:, :-1], groups) @ groups.thresholds
+            pending[t] = np.array([
+                objective.sum(), (_py_max(primal, dual) / _py_max(norm, 1.0)).max(),
+                primal.max(), dual.max(), norm.max(),
+            ])
+
+            complete = pending.pop(t - lag, None)
+            if complete is None:
+                continue
+            done_round = t - lag
+            record = ProgressRecord(done_round, float(complete[0]), float(complete[2]),
+                                    float(complete[3]))
+            history.append(record)
+            if on_progress is not None and config.progress_every and (
+                    done_round % config.progress_every == 0):
+                on_progress(record)
+            if not np.isfinite(complete).all():
+                stop_reason = "non-finite"
+                break
+            if complete[4] > config.max_coef_norm:
+                stop_reason = "diverged"
+                break
+            if complete[1] <= config.tol:
+                stop_reason = "converged"
+                break
+            if stop_when is not None and stop_when(record):
+                stop_reason = "stop_when"
+                break
+            if (config.adapt_c and n_adapted < config.adapt_max
+                    and done_round % config.adapt_every == 0
+                    and complete[1] > ADAPT_FLOOR * config.tol):
+                factor = balance_penalty(record.primal_residual, record.dual_residual,
+                                         config.adapt_ratio, config.adapt_factor)
+                if factor != 1.0:
+                    c *= factor
+                    n_adapted += 1
+
+    return BatchedResult(theta=theta, z=z, rounds=rounds, stop_reason=stop_reason,
+                         c_final=c, n_adapted=n_adapted,
+                         bytes_per_round=bytes_per_round(edges.degree, dim),
+                         seconds=time.perf_counter() - start, history=history)

@@ -1,0 +1,140 @@
+"""The batched simulator (all machines as arrays) against the round loop run in process."""
+
+from __future__ import annotations
+
+import warnings
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from dpnet.data.partition import split_rows
+from dpnet.data.synthetic import make_group_logistic
+from dpnet.decentralized.admm import ADMMConfig, run_machine
+from dpnet.decentralized.batched import (
+    EdgeIndex,
+    _Shards,
+    run_batched,
+    theta_update_newton_batched,
+)
+from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss, theta_update_newton
+from dpnet.network.inprocess import run_in_process
+from dpnet.network.topology import build_topology
+from dpnet.penalties.group import groups_from_labels
+from tests.reference import group_logistic_objective, group_logistic_optimum
+
+LAM = 0.1
+
+
+def _problem(n_mach: int, rows: int, *, n_groups: int = 8, seed: int = 0,
+             sizes: list[int] | None = None, loss: MarginLoss | None = None):
+    n = sum(sizes) if sizes else n_mach * rows
+    data = make_group_logistic(n, n_groups=n_groups, rng=np.random.default_rng(seed))
+    parts = split_rows(n, n_mach, sizes=sizes, rng=np.random.default_rng(seed + 1))
+    shards = [LocalData(np.hstack([data.X[p], np.ones((len(p), 1))]), data.y[p], n,
+                        loss or MarginLoss()) for p in parts]
+    grp_ptr, grp_indices = groups_from_labels(data.groups)
+    groups = GroupStructure(grp_ptr, grp_indices, np.full(n_groups, LAM / (2 * n_mach)))
+    return data, shards, groups
+
+
+def _round_loop(graph, shards, groups, config):
+    return run_in_process(graph, lambda comm: run_machine(comm, shards[comm.rank], groups,
+                                                          config, graph))
+
+
+def _assert_equal_runs(reference, batched):
+    assert batched.rounds == reference[0].rounds
+    assert batched.stop_reason == reference[0].stop_reason
+    theta = np.stack([r.theta for r in reference])
+    z = np.stack([r.z for r in reference])
+    assert np.abs(theta - batched.theta).max() <= 1e-10
+    assert np.abs(z - batched.z).max() <= 1e-10
+
+
+@pytest.mark.parametrize(("topology", "n_mach"), [
+    ("ring", 1), ("ring", 5), ("paper5", 5), ("star", 5), ("grid", 8), ("ring", 8),
+    ("star", 8),
+])
+def test_batched_equals_the_round_loop(topology, n_mach):
+    graph = build_topology(topology, n_mach)
+    _, shards, groups = _problem(n_mach, 60)
+    config = ADMMConfig(lam=LAM, adapt_c=True, max_rounds=3000)
+    reference = _round_loop(graph, shards, groups, config)
+    batched = run_batched(shards, groups, config, graph)
+    assert batched.stop_reason == "converged"
+    _assert_equal_runs(reference, batched)
+    # the traffic the round loop counted, per machine and round
+    sent = np.array([r.traffic["bytes_sent"] for r in reference]) / reference[0].rounds
+    assert np.array_equal(sent, batched.bytes_per_round)
+
+
+def test_unequal_shards_and_the_unbiased_loss_equal_the_round_loop():
+    """Padded rows of zero weight; the Natarajan loss; a path (H = 3) and no adaptation."""
+    graph = nx.path_graph(6)
+    _, shards, groups = _problem(6, 0, sizes=[40, 75, 52, 60, 90, 45],
+                                 loss=MarginLoss("unbiased", 0.9))
+    config = ADMMConfig(lam=LAM, adapt_c=False, c=0.01, max_rounds=400)
+    _assert_equal_runs(_round_loop(graph, shards, groups, config),
+                       run_batched(shards, groups, config, graph))
+
+
+def test_batched_theta_step_follows_each_machines_own_newton_sequence():
+    """Starting points far and near the solution: different iteration and halving counts."""
+    rng = np.random.default_rng(5)
+    _, shards, _ = _problem(6, 50)
+    data = _Shards.stack(shards)
+    dim = data.X.shape[2]
+    center = rng.standard_normal((6, dim)) * 0.3
+    rho = np.array([0.005, 0.01, 0.02, 0.015, 0.1, 1.0])
+    start = rng.standard_normal((6, dim)) * np.array([0.0, 3.0, 0.1, 10.0, 1.0, 0.0])[:, None]
+    got = theta_update_newton_batched(data, center, rho, start)
+    for j, shard in enumerate(shards):
+        d = 4  # any d: only c d = rho enters
+        c = rho[j] / d
+        # z_nbhd + v_in / c averages to the centre: rows equal to it and zero multipliers
+        want = theta_update_newton(shard, np.tile(center[j], (d, 1)), np.zeros((d, dim)),
+                                   start[j], c)  # n_j = 50 >= dim: the dense system
+        assert np.abs(want - got[j]).max() <= 1e-12
+
+
+def test_edge_index_reverse_and_degrees():
+    graph = build_topology("paper5", 5)
+    edges = EdgeIndex.from_graph(graph)
+    assert np.array_equal(edges.row[edges.rev], edges.col)
+    assert np.array_equal(edges.col[edges.rev], edges.row)
+    assert edges.degree.tolist() == [4, 3, 4, 3, 3]  # closed neighbourhoods
+
+
+def test_non_finite_input_stops_at_the_round_loops_round():
+    """Features of 1e200 on one machine overflow: 'non-finite' in the same round."""
+    graph = nx.cycle_graph(4)
+    rng = np.random.default_rng(0)
+    grp_ptr, grp_indices = groups_from_labels(np.arange(3))
+    groups = GroupStructure(grp_ptr, grp_indices, np.full(3, 0.01))
+    y = np.where(np.arange(10) % 2 == 0, 1.0, -1.0)
+    shards = [LocalData(np.hstack([rng.standard_normal((10, 3)) * (1e200 if j == 2 else 1.0),
+                                   np.ones((10, 1))]), y, 40) for j in range(4)]
+    config = ADMMConfig(lam=0.1, max_rounds=500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        reference = _round_loop(graph, shards, groups, config)
+        batched = run_batched(shards, groups, config, graph)
+    assert {r.stop_reason for r in reference} == {"non-finite"}
+    assert batched.stop_reason == "non-finite"
+    assert batched.rounds == reference[0].rounds < 20
+
+
+def test_200_machines_reach_the_centralized_optimum():
+    n_mach = 200
+    graph = build_topology("random-regular", n_mach, seed=0)
+    data, shards, groups = _problem(n_mach, 40, n_groups=6, seed=2)
+    result = run_batched(shards, groups, ADMMConfig(lam=LAM, tol=1e-6, max_rounds=2000), graph)
+    assert result.stop_reason == "converged"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theta_star = group_logistic_optimum(data.X, data.y, data.groups, LAM)
+    f_star = group_logistic_objective(data.X, data.y, data.groups, LAM, theta_star)
+    for z in (result.consensus, result.z[0], result.z[-1]):
+        gap = group_logistic_objective(data.X, data.y, data.groups, LAM, z) - f_star
+        assert abs(gap) / f_star < 1e-5
