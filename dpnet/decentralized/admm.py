@@ -98,6 +98,29 @@ def balance_penalty(primal: float, dual: float, ratio: float, factor: float) -> 
     return 1.0
 
 
+def network_decision(complete: np.ndarray, done_round: int, config: ADMMConfig,
+                     n_adapted: int) -> tuple[str | None, float]:
+    """(stop reason or None, factor for c) from the network statistics of ``done_round``;
+    every machine (and the batched simulator) takes it from the same numbers.
+
+    NaN or inf anywhere stops at once (max-based tests are false for NaN); a run-away iterate
+    stops as 'diverged' (relative residuals would look small on it); then the tolerance; else
+    residual balancing every ``adapt_every`` rounds, paused near the tolerance.
+    """
+    if not np.isfinite(complete).all():
+        return "non-finite", 1.0
+    if complete[4] > config.max_coef_norm:
+        return "diverged", 1.0
+    if complete[1] <= config.tol:
+        return "converged", 1.0
+    if (config.adapt_c and n_adapted < config.adapt_max
+            and done_round % config.adapt_every == 0
+            and complete[1] > ADAPT_FLOOR * config.tol):
+        return None, balance_penalty(float(complete[2]), float(complete[3]),
+                                     config.adapt_ratio, config.adapt_factor)
+    return None, 1.0
+
+
 def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, config: ADMMConfig,
                 graph: nx.Graph,
                 on_progress: Callable[[ProgressRecord], None] | None = None) -> MachineResult:
@@ -160,27 +183,13 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
             if on_progress is not None and config.progress_every and (
                     done_round % config.progress_every == 0):
                 on_progress(record)
-            if not np.isfinite(complete).all():
-                # NaN or inf in any machine's iterate or objective: nothing after it can be
-                # trusted (max-based tests are false for NaN), so stop everyone now
-                stop_reason = "non-finite"
+            reason, factor = network_decision(complete, done_round, config, n_adapted)
+            if reason is not None:
+                stop_reason = reason
                 break
-            if complete[4] > config.max_coef_norm:
-                # the objective has no minimiser (or c is badly off): relative residuals
-                # would look small on a run-away iterate, so stop and say so
-                stop_reason = "diverged"
-                break
-            if complete[1] <= config.tol:
-                stop_reason = "converged"
-                break
-            if (config.adapt_c and n_adapted < config.adapt_max
-                    and done_round % config.adapt_every == 0
-                    and complete[1] > ADAPT_FLOOR * config.tol):
-                factor = balance_penalty(record.primal_residual, record.dual_residual,
-                                         config.adapt_ratio, config.adapt_factor)
-                if factor != 1.0:
-                    c *= factor
-                    n_adapted += 1
+            if factor != 1.0:
+                c *= factor
+                n_adapted += 1
 
     total = time.perf_counter() - start
     return MachineResult(

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from dpnet.decentralized.admm import ADAPT_FLOOR, ADMMConfig, ProgressRecord, balance_penalty
+from dpnet.decentralized.admm import ADMMConfig, ProgressRecord, network_decision
 from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss
 from dpnet.decentralized.termination import MESSAGE_SIZE, tree_plan
 
@@ -317,26 +317,15 @@ def run_batched(shards: Sequence[LocalData], groups: GroupStructure, config: ADM
             if on_progress is not None and config.progress_every and (
                     done_round % config.progress_every == 0):
                 on_progress(record)
-            if not np.isfinite(complete).all():
-                stop_reason = "non-finite"
+            reason, factor = network_decision(complete, done_round, config, n_adapted)
+            if reason is None and stop_when is not None and stop_when(record):
+                reason = "stop_when"
+            if reason is not None:
+                stop_reason = reason
                 break
-            if complete[4] > config.max_coef_norm:
-                stop_reason = "diverged"
-                break
-            if complete[1] <= config.tol:
-                stop_reason = "converged"
-                break
-            if stop_when is not None and stop_when(record):
-                stop_reason = "stop_when"
-                break
-            if (config.adapt_c and n_adapted < config.adapt_max
-                    and done_round % config.adapt_every == 0
-                    and complete[1] > ADAPT_FLOOR * config.tol):
-                factor = balance_penalty(record.primal_residual, record.dual_residual,
-                                         config.adapt_ratio, config.adapt_factor)
-                if factor != 1.0:
-                    c *= factor
-                    n_adapted += 1
+            if factor != 1.0:
+                c *= factor
+                n_adapted += 1
 
     return BatchedResult(theta=theta, z=z, rounds=rounds, stop_reason=stop_reason,
                          c_final=c, n_adapted=n_adapted,
