@@ -125,6 +125,7 @@ def test_non_finite_input_stops_at_the_round_loops_round():
     assert batched.rounds == reference[0].rounds < 20
 
 
+@pytest.mark.slow
 def test_200_machines_reach_the_centralized_optimum():
     n_mach = 200
     graph = build_topology("random-regular", n_mach, seed=0)

@@ -87,3 +87,19 @@ def test_unbounded_unbiased_objective_is_reported_as_diverged():
                                               n_machines=5, random_state=3).fit(
         data.X, data.y, data.groups)
     assert bounded.stop_reason_ == "converged"
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0])
+def test_held_out_rows_are_flipped_at_the_claimed_rate(epsilon):
+    """The held-out rows' randomized response (rank 0's own stream, its own ledger partition)
+    flips with probability 1 - p: half the flips (a weaker guarantee than recorded) fails."""
+    from dpnet.job import prepare_problem
+
+    config = RunConfig(epsilon=epsilon, n_samples=200, n_test=20_000, seed=5,
+                       oracle_output="unused.json").validate()
+    setup = prepare_problem(config, 5)
+    flipped = int(np.count_nonzero(setup.public.evaluation.y != setup.holdout_raw))
+    p = config.keep_probability
+    assert stats.binomtest(flipped, 20_000, 1 - p).pvalue > 1e-3
+    assert stats.binomtest(flipped, 20_000, (1 - p) / 2).pvalue < 1e-6
+    assert setup.public.holdout_event.noise_parameter == pytest.approx(2 * (1 - p))
