@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dpnet.config import RunConfig
+from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ProgressRecord
 from dpnet.decentralized.machine import MachineRelease, consensus_model, label_privacy_ledger
 from dpnet.errors import ConfigError
@@ -67,19 +68,17 @@ def _privacy_block(config: RunConfig, public: PublicSetUp,
         "seed": seeded or "no seed: every machine drew its flips from its own OS entropy",
         "label_domain": public_label_domain(config),
         "release_boundary": RELEASE_NOTE,
-        "public_inputs": _public_inputs(config, public),
+        "public_inputs": _public_inputs(config),
         "loss": config.loss,
         "ledger": ledger.to_dict(),
     }
 
 
 def public_label_domain(config: RunConfig) -> str:
-    from dpnet.data.labels import LabelDomain
-
     return LabelDomain.parse(config.labels).describe()
 
 
-def _public_inputs(config: RunConfig, public: PublicSetUp) -> list[str]:
+def _public_inputs(config: RunConfig) -> list[str]:
     items = ["features of every row", "the graph", "the configuration"]
     if config.test_data is not None:
         items.append(f"--test-data {config.test_data} (declared public: labels used as given)")
