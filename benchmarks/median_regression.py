@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from dpnet.baselines.median import PAPER_PARAMS, TRUE_THETA, DPMedianRegressor, simulate_median_data
+from dpnet.baselines.median.algorithms import CERT_SLACK, irls_fit
+from dpnet.baselines.median.numerics import exact_lad
+from dpnet.baselines.median.privacy import irls_l2_sensitivity
 from dpnet.privacy.clipping import clip_values
 from dpnet.privacy.mechanisms import laplace_mechanism
-from dpnet.solvers.median import PAPER_PARAMS, TRUE_THETA, DPMedianRegressor, simulate_median_data
-from dpnet.solvers.median_algorithms import CERT_SLACK, irls_fit
-from dpnet.solvers.median_numerics import exact_lad
-from dpnet.solvers.median_privacy import irls_l2_sensitivity
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0)
 # label -> estimator keyword overrides (Alg. 3: step size and start, as the issue asks)

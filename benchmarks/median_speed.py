@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import statsmodels.api as sm
 
-from dpnet.solvers.median import PAPER_PARAMS, DPMedianRegressor, simulate_median_data
+from dpnet.baselines.median import PAPER_PARAMS, DPMedianRegressor, simulate_median_data
 
 FITS = {
     "Alg1 objective": {"method": "objective"},

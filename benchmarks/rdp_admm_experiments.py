@@ -6,7 +6,7 @@ non-private optimum (L-BFGS-B on w = u - v, an independent solver) and the major
     python benchmarks/rdp_admm_experiments.py --mode large   # Adult, 10-fold CV x 2, ~35 CPU-min
     python benchmarks/rdp_admm_experiments.py --mode full    # paper grid, 10 folds x 10 repeats
 
-Settings: ``dpnet.solvers.rdp_admm.make_estimators`` (paper values and TUNED_SETTINGS, chosen
+Settings: ``dpnet.baselines.rdp_admm.make_estimators`` (paper values and TUNED_SETTINGS, chosen
 by benchmarks/rdp_admm_tuning.py on synthetic data only; no setting was chosen on Adult).
 Data: Adult (a9a train + test, 48,842 rows, intercept column, rows divided by the public bound
 sqrt(15) = max ones per row incl. intercept), the paper's synthetic design (40,000 rows; quick:
@@ -33,10 +33,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.optimize import minimize  # noqa: E402
 
+from dpnet.baselines.rdp_admm import COVERAGE_KS, make_estimators  # noqa: E402
+from dpnet.baselines.rdp_admm.common import get_loss, objective  # noqa: E402
+from dpnet.baselines.rdp_admm.data import coverage, make_synthetic  # noqa: E402
 from dpnet.data.loaders import load_adult, load_ipums, scale_rows  # noqa: E402
-from dpnet.solvers.rdp_admm import COVERAGE_KS, make_estimators  # noqa: E402
-from dpnet.solvers.rdp_admm_common import get_loss, objective  # noqa: E402
-from dpnet.solvers.rdp_admm_data import coverage, make_synthetic  # noqa: E402
 
 DELTA = 1e-8
 LAMBDAS = (1e-4, 1e-3)

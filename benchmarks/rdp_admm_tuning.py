@@ -4,7 +4,7 @@
     python benchmarks/rdp_admm_tuning.py --seeds 1  # smoke run
 
 No real data set is read: every fit uses fresh draws of Chen & Lee's synthetic design
-(``dpnet.solvers.rdp_admm_data.make_synthetic``: p = 100 + intercept, Sigma_ij = 0.5^|i-j|,
+(``dpnet.baselines.rdp_admm.data.make_synthetic``: p = 100 + intercept, Sigma_ij = 0.5^|i-j|,
 20 relevant features, rows in the unit ball by the public radius 15), with n_train = 36,000
 (the paper's 40,000 rows under 10-fold CV) and 4,000 held-out rows. The seeds (TUNING_SEED +
 k) differ from those of the experiments. For each method and loss every grid point is fitted at
@@ -31,15 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dpnet.solvers.rdp_admm import (
+from dpnet.baselines.rdp_admm import (
     ADMMObjPClassifier,
     DPADMMClassifier,
     DPSGDClassifier,
     MPADMMClassifier,
     SSADMMClassifier,
 )
-from dpnet.solvers.rdp_admm_common import get_loss, objective
-from dpnet.solvers.rdp_admm_data import make_synthetic
+from dpnet.baselines.rdp_admm.common import get_loss, objective
+from dpnet.baselines.rdp_admm.data import make_synthetic
 
 TUNING_SEED = 20_000
 EPSILONS = (0.1, 0.5, 1.0)

@@ -13,12 +13,12 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "DecentralizedGroupLassoLogistic": "dpnet.estimators",
-    "DPMedianRegressor": "dpnet.solvers.median",
-    "SSADMMClassifier": "dpnet.solvers.rdp_admm",
-    "MPADMMClassifier": "dpnet.solvers.rdp_admm",
-    "DPSGDClassifier": "dpnet.solvers.rdp_admm",
-    "DPADMMClassifier": "dpnet.solvers.rdp_admm",
-    "ADMMObjPClassifier": "dpnet.solvers.rdp_admm",
+    "DPMedianRegressor": "dpnet.baselines.median",
+    "SSADMMClassifier": "dpnet.baselines.rdp_admm",
+    "MPADMMClassifier": "dpnet.baselines.rdp_admm",
+    "DPSGDClassifier": "dpnet.baselines.rdp_admm",
+    "DPADMMClassifier": "dpnet.baselines.rdp_admm",
+    "ADMMObjPClassifier": "dpnet.baselines.rdp_admm",
     "PrivacyLedger": "dpnet.privacy.ledger",
 }
 

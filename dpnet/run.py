@@ -70,13 +70,13 @@ def run_baselines(config: RunConfig) -> dict[str, Any]:
     seed = config.seed
     eps = 1.0 if config.label_epsilon == float("inf") else config.label_epsilon
     if "median" in config.baselines:
-        from dpnet.solvers.median import run_median_baselines
+        from dpnet.baselines.median import run_median_baselines
 
         ledger = PrivacyLedger()
         out["median"] = run_median_baselines(epsilon=eps, seed=seed, ledger=ledger)
         out["median"]["ledger"] = ledger.to_dict()
     if "rdp-admm" in config.baselines:
-        from dpnet.solvers.rdp_admm import run_rdp_admm_baselines
+        from dpnet.baselines.rdp_admm import run_rdp_admm_baselines
 
         ledger = PrivacyLedger(delta=1e-8)
         out["rdp-admm"] = run_rdp_admm_baselines(epsilon=eps, delta=1e-8, seed=seed,

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from dpnet.audit import audit_epsilon
-from dpnet.privacy.mechanisms import laplace_mechanism
-from dpnet.solvers.median_algorithms import (
+from dpnet.baselines.median.algorithms import (
     CERT_SLACK,
     dp_coordinate_descent,
     dp_objective_perturbation,
     irls_fit,
 )
-from dpnet.solvers.median_privacy import irls_l2_sensitivity
+from dpnet.baselines.median.privacy import irls_l2_sensitivity
+from dpnet.privacy.mechanisms import laplace_mechanism
 
 pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job
 

@@ -7,15 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from dpnet.errors import ConfigError, DataError, PrivacyError
-from dpnet.privacy.ledger import PrivacyLedger
-from dpnet.solvers.median import (
+from dpnet.baselines.median import (
     PAPER_PARAMS,
     DPMedianRegressor,
     run_median_baselines,
     simulate_median_data,
 )
-from dpnet.solvers.median_numerics import exact_lad
+from dpnet.baselines.median.numerics import exact_lad
+from dpnet.errors import ConfigError, DataError, PrivacyError
+from dpnet.privacy.ledger import PrivacyLedger
 
 
 @pytest.fixture(scope="module")

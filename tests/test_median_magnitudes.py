@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 import pytest
 
+from dpnet.baselines.median import METHODS, DPMedianRegressor, simulate_median_data
 from dpnet.errors import ConfigError, DataError
-from dpnet.solvers.median import METHODS, DPMedianRegressor, simulate_median_data
 
 
 def _rows(n: int = 400, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
@@ -30,7 +30,7 @@ def _clipped(X: np.ndarray, bound: float) -> np.ndarray:
 
 @pytest.mark.parametrize("scale,bound", [(1e300, 1.0), (1e305, 2.5), (1e-200, 1e-250)])
 def test_clipped_rows_equal_exact_arithmetic(scale: float, bound: float) -> None:
-    from dpnet.solvers.median_numerics import clip_rows_safe
+    from dpnet.baselines.median.numerics import clip_rows_safe
 
     X, _ = _rows()
     with warnings.catch_warnings():
@@ -41,7 +41,7 @@ def test_clipped_rows_equal_exact_arithmetic(scale: float, bound: float) -> None
 
 
 def test_rows_within_the_bound_are_unchanged() -> None:
-    from dpnet.solvers.median_numerics import clip_rows_safe
+    from dpnet.baselines.median.numerics import clip_rows_safe
 
     X, _ = _rows()
     got = clip_rows_safe(X, 1.0)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from dpnet.solvers.median import simulate_median_data
-from dpnet.solvers.median_algorithms import irls_fit
-from dpnet.solvers.median_numerics import (
+from dpnet.baselines.median import simulate_median_data
+from dpnet.baselines.median.algorithms import irls_fit
+from dpnet.baselines.median.numerics import (
     huber_loss,
     lad_descent_direction,
     lp_lad,

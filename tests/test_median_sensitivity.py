@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from dpnet.audit import max_sensitivity, replace_one_pairs
-from dpnet.losses.huber import huber_curvature, huber_derivative
-from dpnet.solvers.median_algorithms import CERT_SLACK, irls_fit
-from dpnet.solvers.median_numerics import lad_descent_direction
-from dpnet.solvers.median_privacy import (
+from dpnet.baselines.median.algorithms import CERT_SLACK, irls_fit
+from dpnet.baselines.median.numerics import lad_descent_direction
+from dpnet.baselines.median.privacy import (
     calibrate_objective_perturbation,
     coordinate_beta_l1_sensitivity,
     coordinate_mu_sensitivity,
@@ -20,6 +19,7 @@ from dpnet.solvers.median_privacy import (
     irls_l2_sensitivity,
     jacobian_log_bound,
 )
+from dpnet.losses.huber import huber_curvature, huber_derivative
 
 X_BOUND = 1.0
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import dpnet.solvers.rdp_admm_baselines as baselines
+import dpnet.baselines.rdp_admm.comparators as baselines
 from dpnet.audit import audit_epsilon
-from dpnet.solvers.rdp_admm import (
+from dpnet.baselines.rdp_admm import (
     ADMMObjPClassifier,
     DPADMMClassifier,
     DPSGDClassifier,

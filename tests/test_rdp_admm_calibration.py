@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as dpa
 
-import dpnet.solvers.rdp_admm_calibration as cal
+import dpnet.baselines.rdp_admm.calibration as cal
 from dpnet.errors import PrivacyError
 from dpnet.privacy.rdp import DEFAULT_ORDERS, calibrate_noise_multiplier, epsilon_for
 

@@ -10,20 +10,20 @@ from scipy.optimize import minimize
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
-from dpnet.losses.huberized_hinge import (
-    huberized_hinge_dloss,
-    huberized_hinge_gradient,
-    huberized_hinge_loss,
-    huberized_hinge_objective,
-)
-from dpnet.solvers.rdp_admm import (
+from dpnet.baselines.rdp_admm import (
     ADMMObjPClassifier,
     DPADMMClassifier,
     DPSGDClassifier,
     MPADMMClassifier,
     SSADMMClassifier,
 )
-from dpnet.solvers.rdp_admm_common import get_loss, objective
+from dpnet.baselines.rdp_admm.common import get_loss, objective
+from dpnet.losses.huberized_hinge import (
+    huberized_hinge_dloss,
+    huberized_hinge_gradient,
+    huberized_hinge_loss,
+    huberized_hinge_objective,
+)
 
 LAM = 1e-3
 

@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 
 import dpnet
-from dpnet.errors import ConfigError, DataError, PrivacyError
-from dpnet.privacy.ledger import PrivacyLedger
-from dpnet.solvers.rdp_admm import (
+from dpnet.baselines.rdp_admm import (
     TUNED_SETTINGS,
     ADMMObjPClassifier,
     DPADMMClassifier,
@@ -22,7 +20,9 @@ from dpnet.solvers.rdp_admm import (
     make_estimators,
     run_rdp_admm_baselines,
 )
-from dpnet.solvers.rdp_admm_data import coverage, make_synthetic, true_model
+from dpnet.baselines.rdp_admm.data import coverage, make_synthetic, true_model
+from dpnet.errors import ConfigError, DataError, PrivacyError
+from dpnet.privacy.ledger import PrivacyLedger
 
 ALL = [SSADMMClassifier, DPSGDClassifier, MPADMMClassifier, DPADMMClassifier, ADMMObjPClassifier]
 

@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 from dp_accounting import dp_event
 
-from dpnet.errors import ConfigError, DataError, PrivacyError
-from dpnet.privacy.clipping import clip_values
-from dpnet.privacy.ledger import PrivacyLedger
-from dpnet.solvers.median_algorithms import (
+from dpnet.baselines.median.algorithms import (
     dp_coordinate_descent,
     dp_irls,
     dp_objective_perturbation,
 )
-from dpnet.solvers.median_numerics import clip_rows_safe, exact_lad
+from dpnet.baselines.median.numerics import clip_rows_safe, exact_lad
+from dpnet.errors import ConfigError, DataError, PrivacyError
+from dpnet.privacy.clipping import clip_values
+from dpnet.privacy.ledger import PrivacyLedger
 
 METHODS = ("objective", "irls", "coordinate", "exact")
 RELATION = "replace_one"

@@ -34,11 +34,7 @@ import numpy as np
 from dp_accounting import dp_event
 from numpy.typing import ArrayLike
 
-from dpnet.errors import PrivacyError
-from dpnet.penalties.l1 import soft_threshold
-from dpnet.privacy.ledger import PrivacyLedger
-from dpnet.privacy.mechanisms import objective_perturbation_noise
-from dpnet.solvers.rdp_admm_common import (
+from dpnet.baselines.rdp_admm.common import (
     LinearClassifierMixin,
     check_features,
     check_int,
@@ -51,7 +47,11 @@ from dpnet.solvers.rdp_admm_common import (
     release,
     zy_update,
 )
-from dpnet.solvers.rdp_admm_privacy import check_delta, gaussian_composition_privacy
+from dpnet.baselines.rdp_admm.privacy import check_delta, gaussian_composition_privacy
+from dpnet.errors import PrivacyError
+from dpnet.penalties.l1 import soft_threshold
+from dpnet.privacy.ledger import PrivacyLedger
+from dpnet.privacy.mechanisms import objective_perturbation_noise
 
 OBJP_GUARANTEE = ("approximate: guarantee holds only for the exact minimiser; not established "
                   "for this release")

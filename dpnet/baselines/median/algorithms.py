@@ -12,23 +12,23 @@ import math
 import numpy as np
 from dp_accounting import dp_event
 
-from dpnet.errors import DpnetError
-from dpnet.privacy.events import PureDpEvent
-from dpnet.privacy.mechanisms import laplace_mechanism, objective_perturbation_noise
-from dpnet.solvers.median_numerics import (
+from dpnet.baselines.median.numerics import (
     huber_loss,
     irls,
     lad_descent_direction,
     log_abs_loss,
     newton_minimise,
 )
-from dpnet.solvers.median_privacy import (
+from dpnet.baselines.median.privacy import (
     calibrate_objective_perturbation,
     coordinate_beta_l1_sensitivity,
     coordinate_mu_sensitivity,
     irls_l2_sensitivity,
     split_epsilon,
 )
+from dpnet.errors import DpnetError
+from dpnet.privacy.events import PureDpEvent
+from dpnet.privacy.mechanisms import laplace_mechanism, objective_perturbation_noise
 
 Release = tuple[dp_event.DpEvent, str, str]
 

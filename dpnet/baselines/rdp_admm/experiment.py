@@ -1,10 +1,8 @@
-"""Rényi-DP ADMM for L1-regularised classification (Chen & Lee, arXiv 1909.08180) and baselines.
+"""Settings and the rank-0 run of the Rényi-DP ADMM comparison (Chen & Lee, arXiv 1909.08180).
 
-Estimators (scikit-learn style; see each module for the equations and the privacy analysis):
-:class:`SSADMMClassifier` and :class:`DPSGDClassifier` (gradient perturbation on sampled
-batches), :class:`MPADMMClassifier` (model perturbation), :class:`DPADMMClassifier` (two-party
-DP-ADMM), :class:`ADMMObjPClassifier` (objective perturbation). :func:`run_rdp_admm_baselines`
-runs them for rank 0 of the main job.
+:func:`make_estimators` builds the five methods with the paper's or tuned settings and
+independent random streams; :func:`run_rdp_admm_baselines` fits them for rank 0 of the main job
+and accounts each release.
 """
 
 from __future__ import annotations
@@ -13,22 +11,19 @@ from typing import Any
 
 import numpy as np
 
+from dpnet.baselines.rdp_admm.common import LinearClassifierMixin, get_loss, objective
+from dpnet.baselines.rdp_admm.comparators import ADMMObjPClassifier, DPADMMClassifier
+from dpnet.baselines.rdp_admm.data import coverage, make_synthetic, true_model
+from dpnet.baselines.rdp_admm.gradient import DPSGDClassifier, SSADMMClassifier
+from dpnet.baselines.rdp_admm.model import MPADMMClassifier
 from dpnet.errors import ConfigError
 from dpnet.privacy.ledger import PrivacyLedger
-from dpnet.solvers.rdp_admm_baselines import ADMMObjPClassifier, DPADMMClassifier
-from dpnet.solvers.rdp_admm_common import LinearClassifierMixin, get_loss, objective
-from dpnet.solvers.rdp_admm_data import coverage, make_synthetic, true_model
-from dpnet.solvers.rdp_admm_gradient import DPSGDClassifier, SSADMMClassifier
-from dpnet.solvers.rdp_admm_model import MPADMMClassifier
 
 __all__ = [
-    "ADMMObjPClassifier",
-    "DPADMMClassifier",
-    "DPSGDClassifier",
-    "MPADMMClassifier",
-    "SSADMMClassifier",
+    "COVERAGE_KS",
     "TUNED_SETTINGS",
     "make_estimators",
+    "method_seeds",
     "run_rdp_admm_baselines",
 ]
 

@@ -29,8 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpnet.errors import ConfigError
-from dpnet.solvers.rdp_admm_common import (
+from dpnet.baselines.rdp_admm.common import (
     LinearClassifierMixin,
     MarginLoss,
     check_features,
@@ -44,7 +43,8 @@ from dpnet.solvers.rdp_admm_common import (
     release,
     zy_update,
 )
-from dpnet.solvers.rdp_admm_privacy import gaussian_composition_privacy
+from dpnet.baselines.rdp_admm.privacy import gaussian_composition_privacy
+from dpnet.errors import ConfigError
 
 PERTURB_MODES = ("x", "xzy")
 

@@ -26,9 +26,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpnet.penalties.l1 import soft_threshold
-from dpnet.privacy.mechanisms import gaussian_mechanism
-from dpnet.solvers.rdp_admm_common import (
+from dpnet.baselines.rdp_admm.common import (
     BatchSampler,
     LinearClassifierMixin,
     check_features,
@@ -41,7 +39,9 @@ from dpnet.solvers.rdp_admm_common import (
     objective,
     zy_update,
 )
-from dpnet.solvers.rdp_admm_privacy import sampled_gaussian_privacy
+from dpnet.baselines.rdp_admm.privacy import sampled_gaussian_privacy
+from dpnet.penalties.l1 import soft_threshold
+from dpnet.privacy.mechanisms import gaussian_mechanism
 
 
 class _GradientPerturbationClassifier(LinearClassifierMixin):

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 from dp_accounting import dp_event
 
+from dpnet.baselines.rdp_admm.calibration import calibrate_fixed_size, exact_accounting
+from dpnet.baselines.rdp_admm.common import BatchSampler
 from dpnet.errors import ConfigError, PrivacyError
 from dpnet.privacy.rdp import (
     calibrate_noise_multiplier,
@@ -31,8 +33,6 @@ from dpnet.privacy.rdp import (
     pld_epsilon,
     sampled_gaussian_event,
 )
-from dpnet.solvers.rdp_admm_calibration import calibrate_fixed_size, exact_accounting
-from dpnet.solvers.rdp_admm_common import BatchSampler
 
 CALIBRATION_ORDERS = np.concatenate([
     np.arange(1.25, 2.0, 0.25), np.arange(2.0, 12.0, 0.5), np.arange(12.0, 33.0),
@@ -41,7 +41,7 @@ CALIBRATION_ORDERS = np.concatenate([
 """A coarse subset of the default orders for calibrating Poisson and full-batch noise: an RDP
 bound on fewer orders is still a valid (larger) epsilon, so z calibrated on it meets the
 target; the reported epsilon then uses the full default grid. Fixed-size batches use
-:func:`dpnet.solvers.rdp_admm_calibration.calibrate_fixed_size` (full grid, fast)."""
+:func:`dpnet.baselines.rdp_admm.calibration.calibrate_fixed_size` (full grid, fast)."""
 
 
 @functools.lru_cache(maxsize=512)

@@ -1,0 +1,32 @@
+"""Rényi-DP ADMM for L1-regularised classification (Chen & Lee, arXiv 1909.08180) and the
+methods it is compared with.
+
+Modules: :mod:`.gradient` (ssADMM, DP-SGD), :mod:`.model` (mpADMM), :mod:`.comparators`
+(DP-ADMM, ADMM-objP), :mod:`.common` (shared steps and the estimator mixin), :mod:`.privacy`
+(accounting of each method), :mod:`.calibration` (fixed-size batch RDP), :mod:`.data` (the
+paper's synthetic design), :mod:`.experiment` (settings and the rank-0 run).
+"""
+
+from dpnet.baselines.rdp_admm.comparators import ADMMObjPClassifier, DPADMMClassifier
+from dpnet.baselines.rdp_admm.experiment import (
+    COVERAGE_KS,
+    TUNED_SETTINGS,
+    make_estimators,
+    method_seeds,
+    run_rdp_admm_baselines,
+)
+from dpnet.baselines.rdp_admm.gradient import DPSGDClassifier, SSADMMClassifier
+from dpnet.baselines.rdp_admm.model import MPADMMClassifier
+
+__all__ = [
+    "COVERAGE_KS",
+    "TUNED_SETTINGS",
+    "ADMMObjPClassifier",
+    "DPADMMClassifier",
+    "DPSGDClassifier",
+    "MPADMMClassifier",
+    "SSADMMClassifier",
+    "make_estimators",
+    "method_seeds",
+    "run_rdp_admm_baselines",
+]

@@ -1,1 +1,0 @@
-"""Centralized single-process solvers (rank-0 baselines). Never import dpnet.network."""
