@@ -39,8 +39,9 @@ def thread_env(threads: int = 1) -> dict[str, str]:
     return env
 
 
-def run_job(argv: list[str], *, ranks: int | None, timeout: float,
-            threads: int = 1) -> dict[str, Any]:
+def run_job(
+    argv: list[str], *, ranks: int | None, timeout: float, threads: int = 1
+) -> dict[str, Any]:
     """Run ``python -m dpnet.run argv`` (under ``mpiexec -n ranks`` unless ``ranks`` is None)
     in its own process group; kill the whole group after ``timeout`` seconds.
 
@@ -55,8 +56,14 @@ def run_job(argv: list[str], *, ranks: int | None, timeout: float,
             cmd = [str(mpiexec), "-n", str(ranks), *cmd, "--backend", "mpi"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=thread_env(threads), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            env=thread_env(threads),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -69,10 +76,14 @@ def run_job(argv: list[str], *, ranks: int | None, timeout: float,
             raise RuntimeError(f"exit code {proc.returncode}: {' '.join(cmd)}\n{err[-2000:]}")
         report = json.loads(out.read_text())
     report["launch_seconds"] = launch
-    report["child_cpu_seconds"] = (after.ru_utime - before.ru_utime
-                                   + after.ru_stime - before.ru_stime)
-    report["command"] = " ".join(["mpiexec", "-n", str(ranks)] if ranks else []) + \
-        " python -m dpnet.run " + " ".join(argv)
+    report["child_cpu_seconds"] = (
+        after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    )
+    report["command"] = (
+        " ".join(["mpiexec", "-n", str(ranks)] if ranks else [])
+        + " python -m dpnet.run "
+        + " ".join(argv)
+    )
     return report
 
 

@@ -50,8 +50,9 @@ def rounds_to_gap(rounds: np.ndarray, gaps: np.ndarray, rel: float) -> int | Non
     return int(rounds[above[-1] + 1]) if len(above) else int(rounds[0])
 
 
-def one_run(topology: str, n_mach: int, rows: int, tol: float, max_rounds: int,
-            seed: int) -> dict[str, Any]:
+def one_run(
+    topology: str, n_mach: int, rows: int, tol: float, max_rounds: int, seed: int
+) -> dict[str, Any]:
     graph = build_topology(topology, n_mach, seed=seed)
     n = rows * n_mach
     data = make_group_logistic(n, n_groups=N_GROUPS, rng=np.random.default_rng(seed))
@@ -61,14 +62,21 @@ def one_run(topology: str, n_mach: int, rows: int, tol: float, max_rounds: int,
     f_star = group_logistic_objective(data.X, data.y, data.groups, LAM, theta_star)
     grp_ptr, grp_indices = groups_from_labels(data.groups)
     groups = GroupStructure(grp_ptr, grp_indices, np.full(N_GROUPS, LAM / (2 * n_mach)))
-    shards = [LocalData(np.hstack([data.X[p], np.ones((len(p), 1))]), data.y[p], n)
-              for p in split_rows(n, n_mach, rng=np.random.default_rng(seed + 1))]
+    shards = [
+        LocalData(np.hstack([data.X[p], np.ones((len(p), 1))]), data.y[p], n)
+        for p in split_rows(n, n_mach, rng=np.random.default_rng(seed + 1))
+    ]
     config = ADMMConfig(lam=LAM, tol=tol, max_rounds=max_rounds)
 
     tracemalloc.start()
     tracemalloc.reset_peak()
-    result = run_batched(shards, groups, config, graph, stop_when=lambda r: abs(
-        r.objective - f_star) <= STOP_GAP * abs(f_star))
+    result = run_batched(
+        shards,
+        groups,
+        config,
+        graph,
+        stop_when=lambda r: abs(r.objective - f_star) <= STOP_GAP * abs(f_star),
+    )
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
 
@@ -77,16 +85,23 @@ def one_run(topology: str, n_mach: int, rows: int, tol: float, max_rounds: int,
     final = group_logistic_objective(data.X, data.y, data.groups, LAM, result.consensus)
     degrees = np.array([d for _, d in graph.degree()])
     return {
-        "topology": topology, "machines": n_mach, "rows_per_machine": rows, "p": data.X.shape[1],
-        "edges": graph.number_of_edges(), "mean_degree": float(degrees.mean()),
+        "topology": topology,
+        "machines": n_mach,
+        "rows_per_machine": rows,
+        "p": data.X.shape[1],
+        "edges": graph.number_of_edges(),
+        "mean_degree": float(degrees.mean()),
         "diameter": nx.diameter(graph),
-        "algebraic_connectivity": float(nx.algebraic_connectivity(graph, method="tracemin_lu",
-                                                                  seed=0)),
+        "algebraic_connectivity": float(
+            nx.algebraic_connectivity(graph, method="tracemin_lu", seed=0)
+        ),
         "rounds_to_gap": rounds_to_gap(hist_rounds, gaps, GAP),
-        "rounds": result.rounds, "stop_reason": result.stop_reason,
+        "rounds": result.rounds,
+        "stop_reason": result.stop_reason,
         "final_rel_gap": abs(final - f_star) / abs(f_star),
         "c_final": result.c_final,
-        "wall_s": result.seconds, "s_per_round": result.seconds / result.rounds,
+        "wall_s": result.seconds,
+        "s_per_round": result.seconds / result.rounds,
         "peak_mem_mb": peak / 2**20,
         "bytes_per_machine_round_mean": float(result.bytes_per_round.mean()),
         "bytes_per_machine_round_max": int(result.bytes_per_round.max()),
@@ -101,12 +116,19 @@ def plot(rows: list[dict[str, Any]], name: str) -> None:
 
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     for topo in dict.fromkeys(r["topology"] for r in rows):
-        pts = [(r["algebraic_connectivity"], r["rounds_to_gap"] or r["rounds"],
-                r["rounds_to_gap"] is None, r["machines"]) for r in rows if r["topology"] == topo]
+        pts = [
+            (
+                r["algebraic_connectivity"],
+                r["rounds_to_gap"] or r["rounds"],
+                r["rounds_to_gap"] is None,
+                r["machines"],
+            )
+            for r in rows
+            if r["topology"] == topo
+        ]
         line = ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=topo)[0]
         for x, y, capped, n_mach in pts:
-            ax.annotate(str(n_mach), (x, y), fontsize=7, xytext=(3, 3),
-                        textcoords="offset points")
+            ax.annotate(str(n_mach), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
             if capped:
                 ax.plot([x], [y], marker="^", color=line.get_color(), markersize=10)
     ax.set_xscale("log")
@@ -135,12 +157,15 @@ def main() -> None:
             start = time.perf_counter()
             row = one_run(topo, n_mach, args.rows, args.tol, args.max_rounds, args.seed)
             rows.append(row)
-            print(f"{topo:>15} J={n_mach:5d} lambda2={row['algebraic_connectivity']:.3g} "
-                  f"rounds_to_1e-6={row['rounds_to_gap']} stop={row['rounds']} "
-                  f"{row['stop_reason']} {row['wall_s']:.1f}s ({row['s_per_round'] * 1e3:.1f} "
-                  f"ms/round) peak={row['peak_mem_mb']:.0f}MB "
-                  f"bytes/machine/round={row['bytes_per_machine_round_mean']:.0f} "
-                  f"[total {time.perf_counter() - start:.1f}s]", flush=True)
+            print(
+                f"{topo:>15} J={n_mach:5d} lambda2={row['algebraic_connectivity']:.3g} "
+                f"rounds_to_1e-6={row['rounds_to_gap']} stop={row['rounds']} "
+                f"{row['stop_reason']} {row['wall_s']:.1f}s ({row['s_per_round'] * 1e3:.1f} "
+                f"ms/round) peak={row['peak_mem_mb']:.0f}MB "
+                f"bytes/machine/round={row['bytes_per_machine_round_mean']:.0f} "
+                f"[total {time.perf_counter() - start:.1f}s]",
+                flush=True,
+            )
             write_csv(rows, OUT_DIR / f"{args.output}.csv")
     plot(rows, args.output)
 

@@ -55,12 +55,14 @@ def _irls_repeat(X, y, epsilon, cache, rng) -> np.ndarray:
     n = X.shape[0]
     a_mu = 1.0 / math.sqrt(n)
     if "theta" not in cache:
-        cache["theta"] = irls_fit(X, y, lam=PAPER_PARAMS["lam"], e=PAPER_PARAMS["e"],
-                                  x_bound=1.0, intercept_ridge=a_mu)[0]
+        cache["theta"] = irls_fit(
+            X, y, lam=PAPER_PARAMS["lam"], e=PAPER_PARAMS["e"], x_bound=1.0, intercept_ridge=a_mu
+        )[0]
     delta2 = irls_l2_sensitivity(n, lam=PAPER_PARAMS["lam"], intercept_ridge=a_mu, x_bound=1.0)
     l1 = math.sqrt(X.shape[1] + 1) * (1 + 2 * CERT_SLACK) * delta2
-    return np.asarray(laplace_mechanism(cache["theta"], l1_sensitivity=l1, epsilon=epsilon,
-                                        rng=rng)[0])
+    return np.asarray(
+        laplace_mechanism(cache["theta"], l1_sensitivity=l1, epsilon=epsilon, rng=rng)[0]
+    )
 
 
 def run(mode: str, out_dir: Path, seed: int = 0) -> list[dict]:
@@ -75,8 +77,11 @@ def run(mode: str, out_dir: Path, seed: int = 0) -> list[dict]:
         start = time.perf_counter()
         exact = exact_lad(X, y, PAPER_PARAMS["lam"])
         t_exact = time.perf_counter() - start
-        print(f"n={n}: QuantReg {t_qr:.2f}s {np.round(qr, 4)}; exact ridge-LAD {t_exact:.2f}s "
-              f"{np.round(exact, 4)}", flush=True)
+        print(
+            f"n={n}: QuantReg {t_qr:.2f}s {np.round(qr, 4)}; exact ridge-LAD {t_exact:.2f}s "
+            f"{np.round(exact, 4)}",
+            flush=True,
+        )
         timings.append({"n": n, "method": "statsmodels QuantReg (lam=0)", "time_s": t_qr})
         timings.append({"n": n, "method": "exact ridge-LAD (certified)", "time_s": t_exact})
         cache: dict = {}
@@ -89,30 +94,60 @@ def run(mode: str, out_dir: Path, seed: int = 0) -> list[dict]:
                         theta = _irls_repeat(X, y, eps, cache, rep_rng)
                     elif rep > 0 and kw.get("init") == "private":  # same law as init="private"
                         init = _irls_repeat(X, y, eps / 2, cache, rep_rng)
-                        est = DPMedianRegressor(epsilon=eps / 2, random_state=rep_rng,
-                                                **{**PAPER_PARAMS, **kw, "init": init}).fit(X, y)
+                        est = DPMedianRegressor(
+                            epsilon=eps / 2,
+                            random_state=rep_rng,
+                            **{**PAPER_PARAMS, **kw, "init": init},
+                        ).fit(X, y)
                         theta = np.r_[est.intercept_, est.coef_]
                     else:
-                        est = DPMedianRegressor(epsilon=eps, random_state=rep_rng,
-                                                **{**PAPER_PARAMS, **kw}).fit(X, y)
+                        est = DPMedianRegressor(
+                            epsilon=eps, random_state=rep_rng, **{**PAPER_PARAMS, **kw}
+                        ).fit(X, y)
                         theta = np.r_[est.intercept_, est.coef_]
                     elapsed = time.perf_counter() - start
                     if rep == 0:
-                        timings.append({"n": n, "method": f"{label} (eps={eps:g})",
-                                        "time_s": elapsed, "quantreg_ratio": t_qr / elapsed})
-                    rows.append({"n": n, "epsilon": eps, "method": label, "rep": rep,
-                                 "mu": theta[0], "beta1": theta[1], "beta2": theta[2],
-                                 "beta3": theta[3],
-                                 "l2_error_vs_exact": float(np.linalg.norm(theta - exact)),
-                                 "max_error_vs_exact": float(np.abs(theta - exact).max()),
-                                 "time_s": elapsed if rep == 0 else math.nan})
+                        timings.append(
+                            {
+                                "n": n,
+                                "method": f"{label} (eps={eps:g})",
+                                "time_s": elapsed,
+                                "quantreg_ratio": t_qr / elapsed,
+                            }
+                        )
+                    rows.append(
+                        {
+                            "n": n,
+                            "epsilon": eps,
+                            "method": label,
+                            "rep": rep,
+                            "mu": theta[0],
+                            "beta1": theta[1],
+                            "beta2": theta[2],
+                            "beta3": theta[3],
+                            "l2_error_vs_exact": float(np.linalg.norm(theta - exact)),
+                            "max_error_vs_exact": float(np.abs(theta - exact).max()),
+                            "time_s": elapsed if rep == 0 else math.nan,
+                        }
+                    )
                 err = np.mean([r["l2_error_vs_exact"] for r in rows[-reps:]])
                 print(f"  n={n} eps={eps:g} {label}: mean L2 error {err:.4f}", flush=True)
         for label in ("exact",):
-            rows.append({"n": n, "epsilon": math.nan, "method": label, "rep": 0,
-                         "mu": exact[0], "beta1": exact[1], "beta2": exact[2], "beta3": exact[3],
-                         "l2_error_vs_exact": 0.0, "max_error_vs_exact": 0.0,
-                         "time_s": t_exact})
+            rows.append(
+                {
+                    "n": n,
+                    "epsilon": math.nan,
+                    "method": label,
+                    "rep": 0,
+                    "mu": exact[0],
+                    "beta1": exact[1],
+                    "beta2": exact[2],
+                    "beta3": exact[3],
+                    "l2_error_vs_exact": 0.0,
+                    "max_error_vs_exact": 0.0,
+                    "time_s": t_exact,
+                }
+            )
     out_dir.mkdir(parents=True, exist_ok=True)
     _write(rows, timings, out_dir, mode)
     return rows
@@ -124,14 +159,21 @@ def _write(rows: list[dict], timings: list[dict], out_dir: Path, mode: str) -> N
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| n | eps | method | mu | beta1 | beta2 | beta3 | L2 err vs exact | max err |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    keys = sorted({(r["n"], r["epsilon"], r["method"]) for r in rows if r["method"] != "exact"},
-                  key=lambda k: (k[0], k[1], list(METHODS).index(k[2])))
+    lines = [
+        "| n | eps | method | mu | beta1 | beta2 | beta3 | L2 err vs exact | max err |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    keys = sorted(
+        {(r["n"], r["epsilon"], r["method"]) for r in rows if r["method"] != "exact"},
+        key=lambda k: (k[0], k[1], list(METHODS).index(k[2])),
+    )
     for n in sorted({r["n"] for r in rows}):
         ex = next(r for r in rows if r["n"] == n and r["method"] == "exact")
-        lines.append(f"| {n} | - | exact ridge-LAD | " + " | ".join(
-            f"{ex[c]:.4f}" for c in ("mu", "beta1", "beta2", "beta3")) + " | 0 | 0 |")
+        lines.append(
+            f"| {n} | - | exact ridge-LAD | "
+            + " | ".join(f"{ex[c]:.4f}" for c in ("mu", "beta1", "beta2", "beta3"))
+            + " | 0 | 0 |"
+        )
     for n, eps, label in keys:
         sel = [r for r in rows if (r["n"], r["epsilon"], r["method"]) == (n, eps, label)]
         cells = []
@@ -140,10 +182,18 @@ def _write(rows: list[dict], timings: list[dict], out_dir: Path, mode: str) -> N
             cells.append(f"{v.mean():.4f} ± {v.std(ddof=1) if v.size > 1 else 0:.4f}")
         err = np.array([r["l2_error_vs_exact"] for r in sel])
         mx = np.array([r["max_error_vs_exact"] for r in sel])
-        lines.append(f"| {n} | {eps:g} | {label} | " + " | ".join(cells)
-                     + f" | {err.mean():.4f} | {mx.mean():.4f} |")
-    lines += ["", f"true theta (mu, beta1..3) = {TRUE_THETA.tolist()}", "",
-              "| n | fit | time (s) | QuantReg time / time |", "|---|---|---|---|"]
+        lines.append(
+            f"| {n} | {eps:g} | {label} | "
+            + " | ".join(cells)
+            + f" | {err.mean():.4f} | {mx.mean():.4f} |"
+        )
+    lines += [
+        "",
+        f"true theta (mu, beta1..3) = {TRUE_THETA.tolist()}",
+        "",
+        "| n | fit | time (s) | QuantReg time / time |",
+        "|---|---|---|---|",
+    ]
     for t in timings:
         ratio = f"{t['quantreg_ratio']:.1f}x" if "quantreg_ratio" in t else "-"
         lines.append(f"| {t['n']} | {t['method']} | {t['time_s']:.3f} | {ratio} |")
@@ -162,9 +212,16 @@ def _plot(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, len(sizes), figsize=(6 * len(sizes), 4.5), squeeze=False)
     for ax, n in zip(axes[0], sizes, strict=True):
         for label in METHODS:
-            err = [np.mean([r["l2_error_vs_exact"] for r in rows
-                            if (r["n"], r["epsilon"], r["method"]) == (n, eps, label)])
-                   for eps in EPSILONS]
+            err = [
+                np.mean(
+                    [
+                        r["l2_error_vs_exact"]
+                        for r in rows
+                        if (r["n"], r["epsilon"], r["method"]) == (n, eps, label)
+                    ]
+                )
+                for eps in EPSILONS
+            ]
             ax.loglog(EPSILONS, err, marker="o", label=label)
         ax.set_title(f"n = {n:,}")
         ax.set_xlabel("epsilon")

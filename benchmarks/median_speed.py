@@ -50,8 +50,12 @@ def main() -> None:
     rows = [{"fit": "statsmodels QuantReg", "n": args.n, "median_s": t_qr, "ratio": 1.0}]
     print(f"n = {args.n}: statsmodels QuantReg {t_qr:.2f} s (median of {args.repeats})")
     for label, kw in FITS.items():
-        t = _median_time(lambda kw=kw: DPMedianRegressor(
-            epsilon=1.0, random_state=rng, **{**PAPER_PARAMS, **kw}).fit(X, y), args.repeats)
+        t = _median_time(
+            lambda kw=kw: DPMedianRegressor(
+                epsilon=1.0, random_state=rng, **{**PAPER_PARAMS, **kw}
+            ).fit(X, y),
+            args.repeats,
+        )
         rows.append({"fit": label, "n": args.n, "median_s": t, "ratio": t_qr / t})
         print(f"  {label:30s} {t:7.2f} s   QuantReg / fit = {t_qr / t:5.1f}x")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -41,13 +41,30 @@ from dpnet.data.loaders import load_adult, load_ipums, scale_rows  # noqa: E402
 DELTA = 1e-8
 LAMBDAS = (1e-4, 1e-3)
 MODES = {
-    "quick": {"epsilons": (0.1, 0.5, 1.0), "folds": 3, "repeats": 1, "n_synthetic": 10_000,
-              "synthetic_sets": 1, "losses": ("logistic",)},
-    "large": {"epsilons": (0.1, 0.3, 0.5, 0.7, 1.0), "folds": 10, "repeats": 2,
-              "n_synthetic": 40_000, "synthetic_sets": 0, "losses": ("logistic",)},
-    "full": {"epsilons": tuple(np.round(np.arange(0.1, 1.01, 0.1), 1)), "folds": 10,
-             "repeats": 10, "n_synthetic": 40_000, "synthetic_sets": 10,
-             "losses": ("logistic", "huberized_hinge")},
+    "quick": {
+        "epsilons": (0.1, 0.5, 1.0),
+        "folds": 3,
+        "repeats": 1,
+        "n_synthetic": 10_000,
+        "synthetic_sets": 1,
+        "losses": ("logistic",),
+    },
+    "large": {
+        "epsilons": (0.1, 0.3, 0.5, 0.7, 1.0),
+        "folds": 10,
+        "repeats": 2,
+        "n_synthetic": 40_000,
+        "synthetic_sets": 0,
+        "losses": ("logistic",),
+    },
+    "full": {
+        "epsilons": tuple(np.round(np.arange(0.1, 1.01, 0.1), 1)),
+        "folds": 10,
+        "repeats": 10,
+        "n_synthetic": 40_000,
+        "synthetic_sets": 10,
+        "losses": ("logistic", "huberized_hinge"),
+    },
 }
 
 
@@ -66,8 +83,14 @@ def nonprivate_optimum(loss_name: str, X: np.ndarray, y: np.ndarray, lam: float)
         g = X.T @ (y * loss.derivative(m)) / len(y)
         return float(loss.value(m).mean() + lam * uv.sum()), np.concatenate([g + lam, lam - g])
 
-    res = minimize(fun, np.zeros(2 * p), jac=True, method="L-BFGS-B",
-                   bounds=[(0, None)] * (2 * p), options={"ftol": 1e-13, "maxiter": 5000})
+    res = minimize(
+        fun,
+        np.zeros(2 * p),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0, None)] * (2 * p),
+        options={"ftol": 1e-13, "maxiter": 5000},
+    )
     return res.x[:p] - res.x[p:]
 
 
@@ -77,8 +100,12 @@ def datasets(cfg: dict, ipums: str | None, seed: int):
     if "adult" in cfg["datasets"]:
         if (directory / "a9a.train.libsvm.gz").exists():
             Xtr, ytr, Xte, yte = load_adult(directory)
-            yield "adult", scale_rows(np.vstack([Xtr, Xte]), math.sqrt(15.0)), np.concatenate(
-                [ytr, yte]), False
+            yield (
+                "adult",
+                scale_rows(np.vstack([Xtr, Xte]), math.sqrt(15.0)),
+                np.concatenate([ytr, yte]),
+                False,
+            )
         else:
             print(f"Adult not found under {directory}; skipped")
     for k in range(cfg["synthetic_sets"] if "synthetic" in cfg["datasets"] else 0):
@@ -106,32 +133,59 @@ def run(cfg: dict, ipums: str | None, seed: int) -> list[dict]:
                 for loss_name in losses:
                     loss = get_loss(loss_name)
                     for lam in LAMBDAS:
-                        base = {"dataset": name.rstrip("0123456789") if synthetic else name,
-                                "loss": loss_name, "lambda": lam, "repeat": rep, "fold": f}
+                        base = {
+                            "dataset": name.rstrip("0123456789") if synthetic else name,
+                            "loss": loss_name,
+                            "lambda": lam,
+                            "repeat": rep,
+                            "fold": f,
+                        }
                         w = nonprivate_optimum(loss_name, Xtr, ytr, lam)
-                        rows.append({**base, "method": "non-private", "epsilon": math.inf,
-                                     **metrics(loss, Xte, yte, w, lam, synthetic)})
-                        rows.append({**base, "method": "majority", "epsilon": math.inf,
-                                     "test_accuracy": majority})
+                        rows.append(
+                            {
+                                **base,
+                                "method": "non-private",
+                                "epsilon": math.inf,
+                                **metrics(loss, Xte, yte, w, lam, synthetic),
+                            }
+                        )
+                        rows.append(
+                            {
+                                **base,
+                                "method": "majority",
+                                "epsilon": math.inf,
+                                "test_accuracy": majority,
+                            }
+                        )
                         for eps in cfg["epsilons"]:
-                            ests = make_estimators(lam=lam, epsilon=float(eps), delta=DELTA,
-                                                   seed=seed + 7919 * rep + 104729 * f,
-                                                   loss=loss_name)
+                            ests = make_estimators(
+                                lam=lam,
+                                epsilon=float(eps),
+                                delta=DELTA,
+                                seed=seed + 7919 * rep + 104729 * f,
+                                loss=loss_name,
+                            )
                             for method, est in ests.items():
                                 est.fit(Xtr, ytr)
-                                rows.append({**base, "method": method, "epsilon": float(eps),
-                                             "epsilon_rdp": est.privacy_["epsilon"],
-                                             "epsilon_pld": est.privacy_["epsilon_pld"],
-                                             **metrics(loss, Xte, yte, est.coef_, lam,
-                                                       synthetic)})
+                                rows.append(
+                                    {
+                                        **base,
+                                        "method": method,
+                                        "epsilon": float(eps),
+                                        "epsilon_rdp": est.privacy_["epsilon"],
+                                        "epsilon_pld": est.privacy_["epsilon_pld"],
+                                        **metrics(loss, Xte, yte, est.coef_, lam, synthetic),
+                                    }
+                                )
                 print(f"{name} repeat {rep} fold {f} done", flush=True)
     return rows
 
 
-def metrics(loss, X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float,
-            synthetic: bool) -> dict:
-    out = {"test_accuracy": float(np.mean(np.where(X @ w > 0, 1.0, -1.0) == y)),
-           "test_objective": objective(loss, X, y, w, lam)}
+def metrics(loss, X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float, synthetic: bool) -> dict:
+    out = {
+        "test_accuracy": float(np.mean(np.where(X @ w > 0, 1.0, -1.0) == y)),
+        "test_objective": objective(loss, X, y, w, lam),
+    }
     if synthetic:
         out.update({f"xi_{k}": coverage(w, k) for k in COVERAGE_KS})
     return out
@@ -144,8 +198,14 @@ def summarise(rows: list[dict]) -> list[dict]:
     keys = ["test_accuracy", "test_objective", *(f"xi_{k}" for k in COVERAGE_KS)]
     out = []
     for (ds, loss, lam, method, eps), rs in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        s = {"dataset": ds, "loss": loss, "lambda": lam, "method": method, "epsilon": eps,
-             "runs": len(rs)}
+        s = {
+            "dataset": ds,
+            "loss": loss,
+            "lambda": lam,
+            "method": method,
+            "epsilon": eps,
+            "runs": len(rs),
+        }
         for k in keys:
             v = np.array([r[k] for r in rs if k in r], dtype=float)
             if v.size:
@@ -168,20 +228,29 @@ def plot(summary: list[dict], out: Path, mode: str) -> None:
     for ds, loss in combos:
         synthetic = ds == "synthetic"
         metrics_ = ["test_accuracy", "test_objective"] + (["xi_30"] if synthetic else [])
-        fig, axes = plt.subplots(len(metrics_), len(LAMBDAS), figsize=(10, 3.2 * len(metrics_)),
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            len(metrics_), len(LAMBDAS), figsize=(10, 3.2 * len(metrics_)), squeeze=False
+        )
         for j, lam in enumerate(LAMBDAS):
             sel = [s for s in summary if (s["dataset"], s["loss"], s["lambda"]) == (ds, loss, lam)]
             for i, m in enumerate(metrics_):
                 ax = axes[i][j]
                 for method in sorted({s["method"] for s in sel}):
-                    pts = sorted((s["epsilon"], s.get(f"{m}_mean")) for s in sel
-                                 if s["method"] == method and s.get(f"{m}_mean") is not None)
+                    pts = sorted(
+                        (s["epsilon"], s.get(f"{m}_mean"))
+                        for s in sel
+                        if s["method"] == method and s.get(f"{m}_mean") is not None
+                    )
                     if not pts:
                         continue
                     if math.isinf(pts[0][0]):
-                        ax.axhline(pts[0][1], ls="--", lw=1, label=method, color="grey"
-                                   if method == "majority" else "black")
+                        ax.axhline(
+                            pts[0][1],
+                            ls="--",
+                            lw=1,
+                            label=method,
+                            color="grey" if method == "majority" else "black",
+                        )
                     else:
                         ax.plot(*zip(*pts, strict=True), marker="o", label=method)
                 ax.set_xlabel("epsilon (delta = 1e-8)")
@@ -203,18 +272,22 @@ def paired_comparison(rows: list[dict]) -> None:
     diffs: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for key, pair in pairs.items():
         a, b = pair["ssADMM"], pair["DP-SGD"]
-        diffs[key[:4]].append((a["test_accuracy"] - b["test_accuracy"],
-                               a["test_objective"] - b["test_objective"]))
+        diffs[key[:4]].append(
+            (a["test_accuracy"] - b["test_accuracy"], a["test_objective"] - b["test_objective"])
+        )
     print("\nssADMM - DP-SGD, paired over folds x repeats: accuracy, objective (mean +- se)")
     for key in sorted(diffs):
         d = np.array(diffs[key])
         se = d.std(axis=0, ddof=1) / math.sqrt(len(d)) if len(d) > 1 else np.zeros(2)
-        print(f"  {key[0]:9s} {key[1]:15s} lambda = {key[2]:g}, eps = {key[3]:g}: "
-              f"{d[:, 0].mean():+.4f} +- {se[0]:.4f}, {d[:, 1].mean():+.4f} +- {se[1]:.4f}")
+        print(
+            f"  {key[0]:9s} {key[1]:15s} lambda = {key[2]:g}, eps = {key[3]:g}: "
+            f"{d[:, 0].mean():+.4f} +- {se[0]:.4f}, {d[:, 1].mean():+.4f} +- {se[1]:.4f}"
+        )
 
 
 def report(summary: list[dict], rows: list[dict]) -> None:
     """The checks of issue 5: ssADMM on Adult at eps = 1, lambda = 1e-4, and ssADMM vs DP-SGD."""
+
     def get(ds, loss, lam, method, eps):
         for s in summary:
             if (s["dataset"], s["loss"], s["lambda"], s["method"]) == (ds, loss, lam, method):
@@ -224,15 +297,24 @@ def report(summary: list[dict], rows: list[dict]) -> None:
 
     for ds, loss in sorted({(s["dataset"], s["loss"]) for s in summary}):
         for lam in LAMBDAS:
-            eps_list = sorted({s["epsilon"] for s in summary if s["dataset"] == ds
-                               and not math.isinf(s["epsilon"])})
+            eps_list = sorted(
+                {
+                    s["epsilon"]
+                    for s in summary
+                    if s["dataset"] == ds and not math.isinf(s["epsilon"])
+                }
+            )
             print(f"\n{ds}, {loss}, lambda = {lam:g}: accuracy (objective) mean +- se")
             for method in ("ssADMM", "DP-SGD", "mpADMM", "DP-ADMM", "ADMM-objP"):
                 cells = []
                 for eps in eps_list:
                     s = get(ds, loss, lam, method, eps)
-                    cells.append(f"{s['test_accuracy_mean']:.4f}+-{s['test_accuracy_se']:.4f}"
-                                 f" ({s['test_objective_mean']:.4f})" if s else "-")
+                    cells.append(
+                        f"{s['test_accuracy_mean']:.4f}+-{s['test_accuracy_se']:.4f}"
+                        f" ({s['test_objective_mean']:.4f})"
+                        if s
+                        else "-"
+                    )
                 print(f"  {method:10s} " + " | ".join(cells))
             for ref in ("non-private", "majority"):
                 s = get(ds, loss, lam, ref, math.inf)
@@ -242,8 +324,10 @@ def report(summary: list[dict], rows: list[dict]) -> None:
     s = get("adult", "logistic", 1e-4, "ssADMM", 1.0)
     if s:
         verdict = "meets" if s["test_accuracy_mean"] >= 0.82 else "misses"
-        print(f"\nAdult, eps = 1, lambda = 1e-4: ssADMM accuracy {s['test_accuracy_mean']:.4f}"
-              f" ({verdict} the 0.82 goal)")
+        print(
+            f"\nAdult, eps = 1, lambda = 1e-4: ssADMM accuracy {s['test_accuracy_mean']:.4f}"
+            f" ({verdict} the 0.82 goal)"
+        )
 
 
 def main() -> None:
@@ -251,16 +335,22 @@ def main() -> None:
     ap.add_argument("--mode", choices=sorted(MODES), default="quick")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out")
     ap.add_argument("--ipums", default=None, help="user-supplied IPUMS-BR file (optional)")
-    ap.add_argument("--ipums-bounds", default="0,1",
-                    help="public LOWER,UPPER feature bounds for --ipums (scaled to [0, 1])")
+    ap.add_argument(
+        "--ipums-bounds",
+        default="0,1",
+        help="public LOWER,UPPER feature bounds for --ipums (scaled to [0, 1])",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--datasets", default="adult,synthetic", help="comma-separated subset")
     ap.add_argument("--losses", default=None, help="override, e.g. huberized_hinge")
     ap.add_argument("--folds", type=int, default=None, help="override the mode's folds")
     ap.add_argument("--repeats", type=int, default=None, help="override the mode's repeats")
     args = ap.parse_args()
-    cfg = {**MODES[args.mode], "datasets": tuple(args.datasets.split(",")),
-           "ipums_bounds": tuple(float(b) for b in args.ipums_bounds.split(","))}
+    cfg = {
+        **MODES[args.mode],
+        "datasets": tuple(args.datasets.split(",")),
+        "ipums_bounds": tuple(float(b) for b in args.ipums_bounds.split(",")),
+    }
     for key in ("folds", "repeats"):
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)

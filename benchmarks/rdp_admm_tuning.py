@@ -54,8 +54,12 @@ GRIDS: dict[str, tuple[type, dict[str, tuple]]] = {
     "DP-ADMM": (DPADMMClassifier, {"eta": (1.0, 4.0, 16.0, 64.0), "n_iter": (30, 100, 300)}),
     "ADMM-objP": (ADMMObjPClassifier, {"rho": (0.01, 0.03, 0.1, 0.3, 1.0)}),
 }
-FIXED = {"ssADMM": {"rho": 0.25}, "mpADMM": {"rho": 0.5}, "DP-ADMM": {"rho": 0.5},
-         "ADMM-objP": {"n_iter": 10, "inner_epochs": 20}}
+FIXED = {
+    "ssADMM": {"rho": 0.25},
+    "mpADMM": {"rho": 0.5},
+    "DP-ADMM": {"rho": 0.5},
+    "ADMM-objP": {"n_iter": 10, "inner_epochs": 20},
+}
 
 
 def run(seeds: int, methods: tuple[str, ...], runs_csv: Path) -> list[dict]:
@@ -71,15 +75,31 @@ def run(seeds: int, methods: tuple[str, ...], runs_csv: Path) -> list[dict]:
             for values in itertools.product(*grid.values()):
                 setting = dict(zip(grid, values, strict=True))
                 for eps in EPSILONS:
-                    est = cls(LAM, loss=loss_name, epsilon=eps, delta=DELTA, random_state=k,
-                              **FIXED.get(method, {}), **setting).fit(Xtr, ytr)
-                    rows.append({"method": method, "loss": loss_name, "dataset": k,
-                                 "epsilon": eps, **setting,
-                                 "epsilon_rdp": est.privacy_["epsilon"],
-                                 "test_accuracy": est.score(Xte, yte),
-                                 "test_objective": objective(loss, Xte, yte, est.coef_, LAM)})
-            print(f"data set {k}: {method} / {loss_name} grid in {time.time() - start:.0f} s",
-                  flush=True)
+                    est = cls(
+                        LAM,
+                        loss=loss_name,
+                        epsilon=eps,
+                        delta=DELTA,
+                        random_state=k,
+                        **FIXED.get(method, {}),
+                        **setting,
+                    ).fit(Xtr, ytr)
+                    rows.append(
+                        {
+                            "method": method,
+                            "loss": loss_name,
+                            "dataset": k,
+                            "epsilon": eps,
+                            **setting,
+                            "epsilon_rdp": est.privacy_["epsilon"],
+                            "test_accuracy": est.score(Xte, yte),
+                            "test_objective": objective(loss, Xte, yte, est.coef_, LAM),
+                        }
+                    )
+            print(
+                f"data set {k}: {method} / {loss_name} grid in {time.time() - start:.0f} s",
+                flush=True,
+            )
             write_csv(runs_csv, rows)
     return rows
 
@@ -98,10 +118,15 @@ def summarise(rows: list[dict]) -> tuple[list[dict], dict[tuple[str, str], dict]
             sel = [r for r in rs if r["epsilon"] == e]
             per_eps[f"obj_eps{e:g}"] = float(np.mean([r["test_objective"] for r in sel]))
             per_eps[f"acc_eps{e:g}"] = float(np.mean([r["test_accuracy"] for r in sel]))
-        s = {"method": method, "loss": loss, **dict(setting), "fits": len(rs),
-             "gmean_objective": float(np.exp(np.mean([np.log(r["test_objective"])
-                                                      for r in rs]))),
-             "mean_accuracy": float(np.mean([r["test_accuracy"] for r in rs])), **per_eps}
+        s = {
+            "method": method,
+            "loss": loss,
+            **dict(setting),
+            "fits": len(rs),
+            "gmean_objective": float(np.exp(np.mean([np.log(r["test_objective"]) for r in rs]))),
+            "mean_accuracy": float(np.mean([r["test_accuracy"] for r in rs])),
+            **per_eps,
+        }
         summary.append(s)
         key = (method, loss)
         if key not in best or s["gmean_objective"] < best[key]["gmean_objective"]:
@@ -129,17 +154,22 @@ def main() -> None:
     rows = run(args.seeds, tuple(args.methods.split(",")), args.out / "rdp_admm_tuning_runs.csv")
     summary, best = summarise(rows)
     write_csv(args.out / "rdp_admm_tuning_summary.csv", summary)
-    print("\ngeometric-mean held-out objective over eps = " + ", ".join(
-        f"{e:g}" for e in EPSILONS) + f" and {args.seeds} synthetic data sets (per-eps "
-        "objective; mean accuracy); top 3 per method and loss, * = selected")
+    print(
+        "\ngeometric-mean held-out objective over eps = "
+        + ", ".join(f"{e:g}" for e in EPSILONS)
+        + f" and {args.seeds} synthetic data sets (per-eps "
+        "objective; mean accuracy); top 3 per method and loss, * = selected"
+    )
     for method, loss in sorted({(s["method"], s["loss"]) for s in summary}):
         top = [s for s in summary if (s["method"], s["loss"]) == (method, loss)][:3]
         for s in top:
             setting = ", ".join(f"{k} = {s[k]:g}" for k in GRIDS[method][1])
             cells = " / ".join(f"{s[f'obj_eps{e:g}']:.4f}" for e in EPSILONS)
             mark = "*" if s is best[(method, loss)] else " "
-            print(f" {mark} {method:9s} {loss:15s} {setting:28s} {s['gmean_objective']:.4f}"
-                  f" ({cells}; accuracy {s['mean_accuracy']:.4f})")
+            print(
+                f" {mark} {method:9s} {loss:15s} {setting:28s} {s['gmean_objective']:.4f}"
+                f" ({cells}; accuracy {s['mean_accuracy']:.4f})"
+            )
     print(f"\n{len(rows)} fits in {time.time() - start:.0f} s; CSV in {args.out}")
 
 

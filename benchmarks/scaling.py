@@ -29,21 +29,47 @@ from dpnet.config import parse_config
 from dpnet.job import prepare_problem
 
 GAP = 1e-4
-MPI_RUNS = ((1, "complete"), (5, "paper5"), (10, "complete"), (10, "ring"), (20, "complete"),
-            (20, "ring"))
+MPI_RUNS = (
+    (1, "complete"),
+    (5, "paper5"),
+    (10, "complete"),
+    (10, "ring"),
+    (20, "complete"),
+    (20, "ring"),
+)
 INPROCESS_RUNS = ((5, "paper5"), (20, "complete"))
 # columns that are medians over the repeated launches (rounds are deterministic given the seed)
-TIMED = ("seconds_per_round", "compute_s_per_round", "comm_s_per_round",
-         "max_machine_compute_s_per_round", "time_to_gap_s", "job_wall_s", "launch_wall_s",
-         "cpu_s_all_processes")
+TIMED = (
+    "seconds_per_round",
+    "compute_s_per_round",
+    "comm_s_per_round",
+    "max_machine_compute_s_per_round",
+    "time_to_gap_s",
+    "job_wall_s",
+    "launch_wall_s",
+    "cpu_s_all_processes",
+)
 # (n, n_groups): p = 3 * n_groups; the paper's three rows
 SIZES = {"quick": ((10_000, 16),), "full": ((10_000, 16), (10_000, 32), (100_000, 16))}
 
 
 def job_argv(n: int, n_groups: int, seed: int, tol: float, max_rounds: int) -> list[str]:
-    return ["--n-samples", str(n), "--n-groups", str(n_groups), "--n-test", "2000",
-            "--seed", str(seed), "--tol", str(tol), "--max-rounds", str(max_rounds),
-            "--progress-every", "1"]
+    return [
+        "--n-samples",
+        str(n),
+        "--n-groups",
+        str(n_groups),
+        "--n-test",
+        "2000",
+        "--seed",
+        str(seed),
+        "--tol",
+        str(tol),
+        "--max-rounds",
+        str(max_rounds),
+        "--progress-every",
+        "1",
+    ]
 
 
 def f_star(argv: list[str]) -> float:
@@ -61,11 +87,16 @@ def summarise(report: dict[str, Any], fstar: float, n: int, p: int) -> dict[str,
     spr = report["timing"]["seconds_per_round"]
     final_gap = relative_gaps(report["history"][-1:], fstar)[1][0]
     return {
-        "n": n, "p": p, "backend": report["backend"], "J": report["n_machines"],
+        "n": n,
+        "p": p,
+        "backend": report["backend"],
+        "J": report["n_machines"],
         "topology": report["topology"]["name"],
         "algebraic_connectivity": round(report["topology"]["algebraic_connectivity"], 4),
         "diameter": report["topology"]["diameter"],
-        "rounds_to_gap": to_gap, "rounds_to_stop": rounds, "stop_reason": report["stop_reason"],
+        "rounds_to_gap": to_gap,
+        "rounds_to_stop": rounds,
+        "stop_reason": report["stop_reason"],
         "final_gap": f"{final_gap:.1e}",
         "test_accuracy": (report["test_accuracy"] or {}).get("estimate"),
         "seconds_per_round": spr,
@@ -83,8 +114,16 @@ def summarise(report: dict[str, Any], fstar: float, n: int, p: int) -> dict[str,
     }
 
 
-def run(mode: str, seed: int, tol: float, max_rounds: int, timeout: float, threads: int,
-        inprocess: bool, repeats: int) -> tuple[list[dict[str, Any]], dict[tuple, Any]]:
+def run(
+    mode: str,
+    seed: int,
+    tol: float,
+    max_rounds: int,
+    timeout: float,
+    threads: int,
+    inprocess: bool,
+    repeats: int,
+) -> tuple[list[dict[str, Any]], dict[tuple, Any]]:
     rows, curves = [], {}
     for n, n_groups in SIZES[mode]:
         argv = job_argv(n, n_groups, seed, tol, max_rounds)
@@ -94,30 +133,47 @@ def run(mode: str, seed: int, tol: float, max_rounds: int, timeout: float, threa
         if inprocess:
             plan += [(J, topo, None) for J, topo in INPROCESS_RUNS]
         for J, topo, ranks in plan:
-            extra = ["--topology", topo] + ([] if ranks else ["--backend", "inprocess",
-                                                              "--machines", str(J)])
+            extra = ["--topology", topo] + (
+                [] if ranks else ["--backend", "inprocess", "--machines", str(J)]
+            )
             try:
-                reports = [run_job(argv + extra, ranks=ranks, timeout=timeout, threads=threads)
-                           for _ in range(repeats)]
+                reports = [
+                    run_job(argv + extra, ranks=ranks, timeout=timeout, threads=threads)
+                    for _ in range(repeats)
+                ]
             except (TimeoutError, RuntimeError) as exc:
                 print(f"  J = {J} {topo}: FAILED: {exc}", flush=True)
-                rows.append({"n": n, "p": 3 * n_groups, "J": J, "topology": topo,
-                             "backend": "mpi" if ranks else "inprocess",
-                             "stop_reason": f"failed: {str(exc).splitlines()[0]}"})
+                rows.append(
+                    {
+                        "n": n,
+                        "p": 3 * n_groups,
+                        "J": J,
+                        "topology": topo,
+                        "backend": "mpi" if ranks else "inprocess",
+                        "stop_reason": f"failed: {str(exc).splitlines()[0]}",
+                    }
+                )
                 continue
             runs = [summarise(r, fstar, n, 3 * n_groups) for r in reports]
-            row = {**runs[0], "repeats": repeats,
-                   **{k: float(np.median([r[k] for r in runs])) for k in TIMED}}
+            row = {
+                **runs[0],
+                "repeats": repeats,
+                **{k: float(np.median([r[k] for r in runs])) for k in TIMED},
+            }
             rows.append(row)
             curves[(n, 3 * n_groups, row["backend"], J, topo)] = relative_gaps(
-                reports[0]["history"], fstar)
-            print(f"  {row['backend']:9s} J = {J:2d} {topo:8s}: {row['rounds_to_gap']} rounds "
-                  f"to gap {GAP:g}, {row['rounds_to_stop']} to stop; "
-                  f"{row['seconds_per_round'] * 1e3:.1f} ms/round "
-                  f"(compute {row['compute_s_per_round'] * 1e3:.1f}, "
-                  f"comm {row['comm_s_per_round'] * 1e3:.1f}); wall {row['job_wall_s']:.1f} s; "
-                  f"{row['bytes_per_machine_round'] / 1e3:.1f} kB, "
-                  f"{row['messages_per_machine_round']:.1f} msgs per machine-round", flush=True)
+                reports[0]["history"], fstar
+            )
+            print(
+                f"  {row['backend']:9s} J = {J:2d} {topo:8s}: {row['rounds_to_gap']} rounds "
+                f"to gap {GAP:g}, {row['rounds_to_stop']} to stop; "
+                f"{row['seconds_per_round'] * 1e3:.1f} ms/round "
+                f"(compute {row['compute_s_per_round'] * 1e3:.1f}, "
+                f"comm {row['comm_s_per_round'] * 1e3:.1f}); wall {row['job_wall_s']:.1f} s; "
+                f"{row['bytes_per_machine_round'] / 1e3:.1f} kB, "
+                f"{row['messages_per_machine_round']:.1f} msgs per machine-round",
+                flush=True,
+            )
     return rows, curves
 
 
@@ -133,27 +189,56 @@ def plot(rows: list[dict[str, Any]], curves: dict[tuple, Any], path: Path) -> No
     for ax_row, (n, p) in zip(axes, sizes, strict=True):
         sel = [r for r in ok if (r["n"], r["p"]) == (n, p)]
         for family, marker in (("paper", "o"), ("ring", "s")):
-            pts = sorted((r for r in sel if (r["topology"] == "ring") == (family == "ring")
-                          or r["J"] == 1), key=lambda r: r["J"])
+            pts = sorted(
+                (r for r in sel if (r["topology"] == "ring") == (family == "ring") or r["J"] == 1),
+                key=lambda r: r["J"],
+            )
             label = "J=1 / paper5 / complete" if family == "paper" else "J=1 / ring"
             Js = [r["J"] for r in pts]
-            ax_row[0].plot(Js, [r["rounds_to_gap"] or np.nan for r in pts], marker=marker,
-                           label=f"{label}: to gap {GAP:g}")
-            ax_row[0].plot(Js, [r["rounds_to_stop"] for r in pts], marker=marker, ls="--",
-                           label=f"{label}: to stop (tol)")
-            ax_row[1].plot(Js, [r["seconds_per_round"] * 1e3 for r in pts], marker=marker,
-                           label=f"{label}: total")
-            ax_row[1].plot(Js, [r["max_machine_compute_s_per_round"] * 1e3 for r in pts],
-                           marker=marker, ls=":", label=f"{label}: max machine compute")
-            ax_row[1].plot(Js, [r["comm_s_per_round"] * 1e3 for r in pts], marker=marker,
-                           ls="--", label=f"{label}: communication")
+            ax_row[0].plot(
+                Js,
+                [r["rounds_to_gap"] or np.nan for r in pts],
+                marker=marker,
+                label=f"{label}: to gap {GAP:g}",
+            )
+            ax_row[0].plot(
+                Js,
+                [r["rounds_to_stop"] for r in pts],
+                marker=marker,
+                ls="--",
+                label=f"{label}: to stop (tol)",
+            )
+            ax_row[1].plot(
+                Js,
+                [r["seconds_per_round"] * 1e3 for r in pts],
+                marker=marker,
+                label=f"{label}: total",
+            )
+            ax_row[1].plot(
+                Js,
+                [r["max_machine_compute_s_per_round"] * 1e3 for r in pts],
+                marker=marker,
+                ls=":",
+                label=f"{label}: max machine compute",
+            )
+            ax_row[1].plot(
+                Js,
+                [r["comm_s_per_round"] * 1e3 for r in pts],
+                marker=marker,
+                ls="--",
+                label=f"{label}: communication",
+            )
         for key, (rounds, gaps) in curves.items():
             if key[:3] == (n, p, "mpi"):
                 ax_row[2].semilogy(rounds, np.maximum(gaps, 1e-16), label=f"J={key[3]} {key[4]}")
         ax_row[2].axhline(GAP, color="k", lw=0.8)
         ax_row[0].set(xlabel="J", ylabel="rounds", title=f"n={n}, p={p}: rounds")
-        ax_row[1].set(xlabel="J", ylabel="ms per round", yscale="log",
-                      title="time per round (MPI, 2 cores: oversubscribed for J > 2)")
+        ax_row[1].set(
+            xlabel="J",
+            ylabel="ms per round",
+            yscale="log",
+            title="time per round (MPI, 2 cores: oversubscribed for J > 2)",
+        )
         ax_row[2].set(xlabel="round", ylabel="|F_t - F*| / F*", title="relative objective gap")
         for ax in ax_row:
             ax.legend(fontsize=7)
@@ -171,13 +256,22 @@ def main() -> None:
     parser.add_argument("--max-rounds", type=int, default=3000)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per launch")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads per process")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="launches per configuration; timings are medians")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="launches per configuration; timings are medians"
+    )
     parser.add_argument("--no-inprocess", action="store_true")
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     args = parser.parse_args()
-    rows, curves = run(args.mode, args.seed, args.tol, args.max_rounds, args.timeout,
-                       args.threads, not args.no_inprocess, args.repeats)
+    rows, curves = run(
+        args.mode,
+        args.seed,
+        args.tol,
+        args.max_rounds,
+        args.timeout,
+        args.threads,
+        not args.no_inprocess,
+        args.repeats,
+    )
     stem = f"scaling_{args.mode}" + ("" if args.threads == 1 else f"_threads{args.threads}")
     write_csv(rows, args.out / f"{stem}.csv")
     plot(rows, curves, args.out / f"{stem}.png")

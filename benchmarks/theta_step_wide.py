@@ -55,12 +55,15 @@ def make_data(p: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, np.ndar
     return X, y, np.arange(p) // GROUP_SIZE
 
 
-def local_problems(X: np.ndarray, y: np.ndarray, groups: np.ndarray
-                   ) -> tuple[list[steps.LocalData], steps.GroupStructure]:
+def local_problems(
+    X: np.ndarray, y: np.ndarray, groups: np.ndarray
+) -> tuple[list[steps.LocalData], steps.GroupStructure]:
     ptr, idx = groups_from_labels(groups)
     structure = steps.GroupStructure(ptr, idx, np.full(len(ptr) - 1, LAM / (2 * J)))
-    shards = [steps.LocalData(np.hstack([X[r], np.ones((len(r), 1))]), y[r], N)
-              for r in np.array_split(np.arange(N), J)]
+    shards = [
+        steps.LocalData(np.hstack([X[r], np.ones((len(r), 1))]), y[r], N)
+        for r in np.array_split(np.arange(N), J)
+    ]
     return shards, structure
 
 
@@ -71,12 +74,21 @@ def theta_step(kind: str) -> Any:
     return functools.partial(steps.theta_update_newton, system=kind)
 
 
-def run_rounds(shards: list[steps.LocalData], structure: steps.GroupStructure, kind: str,
-               rounds: int, record: list[tuple[Any, ...]] | None = None) -> float:
+def run_rounds(
+    shards: list[steps.LocalData],
+    structure: steps.GroupStructure,
+    kind: str,
+    rounds: int,
+    record: list[tuple[Any, ...]] | None = None,
+) -> float:
     """Wall seconds of ``rounds`` in-process ADMM rounds with the given theta step."""
     graph = build_topology("paper5", J)
-    cfg = admm.ADMMConfig(lam=LAM, tol=0.0, max_rounds=rounds,
-                          theta_solver="gradient" if kind == "gradient" else "newton")
+    cfg = admm.ADMMConfig(
+        lam=LAM,
+        tol=0.0,
+        max_rounds=rounds,
+        theta_solver="gradient" if kind == "gradient" else "newton",
+    )
     original = admm.theta_update_newton
     newton = theta_step(kind) or original
 
@@ -88,8 +100,11 @@ def run_rounds(shards: list[steps.LocalData], structure: steps.GroupStructure, k
     admm.theta_update_newton = recording
     try:
         start = time.perf_counter()
-        run_in_process(graph, lambda comm: admm.run_machine(
-            comm, shards[comm.rank], structure, cfg, graph), timeout=3600)
+        run_in_process(
+            graph,
+            lambda comm: admm.run_machine(comm, shards[comm.rank], structure, cfg, graph),
+            timeout=3600,
+        )
         return time.perf_counter() - start
     finally:
         admm.theta_update_newton = original
@@ -113,8 +128,9 @@ def time_theta_step(kind: str, args: tuple[Any, ...], repeats: int) -> tuple[flo
                 start = time.perf_counter()
                 if kind == "gradient":
                     cfg = admm.ADMMConfig(lam=LAM)
-                    steps.theta_update_gradient(*args, n_steps=cfg.beta_steps,
-                                                step_size=cfg.beta_step_size)
+                    steps.theta_update_gradient(
+                        *args, n_steps=cfg.beta_steps, step_size=cfg.beta_step_size
+                    )
                 else:
                     steps.theta_update_newton(*args, system=kind)
                 times.append(time.perf_counter() - start)
@@ -134,20 +150,44 @@ def step_and_round_rows(p: int) -> list[dict[str, Any]]:
         for kind in KINDS:
             repeats = 1 if kind == "dense" and p > 1000 else 5
             seconds, iters = time_theta_step(kind, args, repeats)
-            rows.append({"p": p, "n": N, "J": J, "n_j": len(args[0].y), "what": "theta step",
-                         "when": label, "kind": kind, "seconds": seconds,
-                         "newton_iterations": iters if kind != "gradient" else None})
+            rows.append(
+                {
+                    "p": p,
+                    "n": N,
+                    "J": J,
+                    "n_j": len(args[0].y),
+                    "what": "theta step",
+                    "when": label,
+                    "kind": kind,
+                    "seconds": seconds,
+                    "newton_iterations": iters if kind != "gradient" else None,
+                }
+            )
     rounds = ROUNDS[p]
     for kind in KINDS:
         repeats = 1 if kind == "dense" else 3
-        seconds = float(np.median([run_rounds(shards, structure, kind, rounds)
-                                   for _ in range(repeats)]))
-        rows.append({"p": p, "n": N, "J": J, "n_j": N // J, "what": "ADMM round",
-                     "when": f"rounds 1-{rounds}", "kind": kind, "seconds": seconds / rounds,
-                     "newton_iterations": None})
+        seconds = float(
+            np.median([run_rounds(shards, structure, kind, rounds) for _ in range(repeats)])
+        )
+        rows.append(
+            {
+                "p": p,
+                "n": N,
+                "J": J,
+                "n_j": N // J,
+                "what": "ADMM round",
+                "when": f"rounds 1-{rounds}",
+                "kind": kind,
+                "seconds": seconds / rounds,
+                "newton_iterations": None,
+            }
+        )
     for row in rows:  # ratio to Woodbury on the same inputs / rounds
-        ref = next(r for r in rows if r["what"] == row["what"] and r["when"] == row["when"]
-                   and r["kind"] == "woodbury")
+        ref = next(
+            r
+            for r in rows
+            if r["what"] == row["what"] and r["when"] == row["when"] and r["kind"] == "woodbury"
+        )
         row["ratio_to_woodbury"] = row["seconds"] / ref["seconds"]
     return rows
 
@@ -162,23 +202,46 @@ def job_rows(p: int, gradient_max_rounds: int) -> list[dict[str, Any]]:
         path = Path(tmp) / "wide.npz"
         np.savez(path, X=X, y=y, groups=groups)
         for solver, max_rounds in (("newton", 3000), ("gradient", gradient_max_rounds)):
-            argv = ["--data", str(path), "--test-fraction", "0", "--machines", str(J),
-                    "--backend", "inprocess", "--lam", str(LAM), "--seed", "1",
-                    "--theta-solver", solver, "--max-rounds", str(max_rounds)]
+            argv = [
+                "--data",
+                str(path),
+                "--test-fraction",
+                "0",
+                "--machines",
+                str(J),
+                "--backend",
+                "inprocess",
+                "--lam",
+                str(LAM),
+                "--seed",
+                "1",
+                "--theta-solver",
+                solver,
+                "--max-rounds",
+                str(max_rounds),
+            ]
             report = run_job(argv, ranks=None, timeout=1800)
             f = report["objective"]["on_randomized_labels"]
-            rows.append({
-                "p": p, "n": N, "J": J, "theta_solver": solver,
-                "newton_system": steps.newton_system_kind(N // J, p + 1)
-                if solver == "newton" else None,
-                "rounds": report["rounds"], "stop_reason": report["stop_reason"],
-                "job_wall_s": report["timing"]["wall_seconds"],
-                "launch_wall_s": report["launch_seconds"],
-                "ms_per_round": 1e3 * report["timing"]["seconds_per_round"],
-                "objective": f, "rel_gap_to_skglm": (f - f_star) / abs(f_star),
-                "selected_groups": len(report["selected_groups"]),
-                "command": report["command"],
-            })
+            rows.append(
+                {
+                    "p": p,
+                    "n": N,
+                    "J": J,
+                    "theta_solver": solver,
+                    "newton_system": steps.newton_system_kind(N // J, p + 1)
+                    if solver == "newton"
+                    else None,
+                    "rounds": report["rounds"],
+                    "stop_reason": report["stop_reason"],
+                    "job_wall_s": report["timing"]["wall_seconds"],
+                    "launch_wall_s": report["launch_seconds"],
+                    "ms_per_round": 1e3 * report["timing"]["seconds_per_round"],
+                    "objective": f,
+                    "rel_gap_to_skglm": (f - f_star) / abs(f_star),
+                    "selected_groups": len(report["selected_groups"]),
+                    "command": report["command"],
+                }
+            )
     return rows
 
 
@@ -194,21 +257,27 @@ def main() -> None:
         ROUNDS.setdefault(p, 2)
         rows += step_and_round_rows(p)
         write_csv(rows, OUT_DIR / "theta_step_wide.csv")
-    print(f"{'p':>5} {'what':<11} {'when':<17} {'kind':<9} {'ms':>11} {'Newton it':>9} "
-          f"{'/ woodbury':>10}")
+    print(
+        f"{'p':>5} {'what':<11} {'when':<17} {'kind':<9} {'ms':>11} {'Newton it':>9} "
+        f"{'/ woodbury':>10}"
+    )
     for r in rows:
         it = "" if r["newton_iterations"] is None else str(r["newton_iterations"])
-        print(f"{r['p']:>5} {r['what']:<11} {r['when']:<17} {r['kind']:<9} "
-              f"{1e3 * r['seconds']:>11.3f} {it:>9} {r['ratio_to_woodbury']:>10.1f}")
+        print(
+            f"{r['p']:>5} {r['what']:<11} {r['when']:<17} {r['kind']:<9} "
+            f"{1e3 * r['seconds']:>11.3f} {it:>9} {r['ratio_to_woodbury']:>10.1f}"
+        )
 
     jobs = job_rows(args.job_p, args.gradient_max_rounds)
     write_csv(jobs, OUT_DIR / "theta_step_wide_job.csv")
     for r in jobs:
-        print(f"job p = {r['p']}, n = {r['n']}, J = {r['J']}, theta solver {r['theta_solver']}"
-              f" ({r['newton_system'] or 'U = 10, alpha = 0.4'}): {r['rounds']} rounds, stop "
-              f"{r['stop_reason']}, job {r['job_wall_s']:.2f} s (launch {r['launch_wall_s']:.2f}"
-              f" s), {r['ms_per_round']:.2f} ms/round, gap to skglm {r['rel_gap_to_skglm']:.2e},"
-              f" {r['selected_groups']} groups")
+        print(
+            f"job p = {r['p']}, n = {r['n']}, J = {r['J']}, theta solver {r['theta_solver']}"
+            f" ({r['newton_system'] or 'U = 10, alpha = 0.4'}): {r['rounds']} rounds, stop "
+            f"{r['stop_reason']}, job {r['job_wall_s']:.2f} s (launch {r['launch_wall_s']:.2f}"
+            f" s), {r['ms_per_round']:.2f} ms/round, gap to skglm {r['rel_gap_to_skglm']:.2e},"
+            f" {r['selected_groups']} groups"
+        )
 
 
 if __name__ == "__main__":

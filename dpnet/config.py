@@ -35,8 +35,13 @@ def _opt(default: Any, help: str, group: str, **argparse_kw: Any) -> Any:
     return field(default=default, metadata={"help": help, "group": group, **argparse_kw})
 
 
-NET, PRIV, MODEL, DATA, RUN = ("network", "privacy (randomized response on labels, per machine)",
-                               "model and solver", "data", "run")
+NET, PRIV, MODEL, DATA, RUN = (
+    "network",
+    "privacy (randomized response on labels, per machine)",
+    "model and solver",
+    "data",
+    "run",
+)
 
 
 @dataclass(frozen=True)
@@ -44,68 +49,123 @@ class RunConfig:
     """Everything the main job needs to know; identical on every rank. Each field is one
     command-line option (``--field-name``), with its default, help and group."""
 
-    topology: str = _opt(DEFAULT_TOPOLOGY, f"graph name ({', '.join(TOPOLOGY_NAMES)}; auto = "
-                         "paper5 for 5 machines, a ring otherwise) or a graph file", NET)
+    topology: str = _opt(
+        DEFAULT_TOPOLOGY,
+        f"graph name ({', '.join(TOPOLOGY_NAMES)}; auto = "
+        "paper5 for 5 machines, a ring otherwise) or a graph file",
+        NET,
+    )
     machines: int = _opt(DEFAULT_MACHINES, "J for the in-process backend", NET, type=int)
-    backend: str = _opt("auto", "auto: MPI under mpiexec, otherwise all machines in this "
-                        "process", NET, choices=("auto", "mpi", "inprocess"))
+    backend: str = _opt(
+        "auto",
+        "auto: MPI under mpiexec, otherwise all machines in this process",
+        NET,
+        choices=("auto", "mpi", "inprocess"),
+    )
     topology_seed: int = _opt(0, "seed of random graph families", NET, type=int)
-    epsilon: float = _opt(math.inf, "label-DP budget per machine; inf = no privacy", PRIV,
-                          type=float)
-    keep_prob: float | None = _opt(None, "RR keep probability p in (0.5, 1); epsilon = "
-                                   "ln(p/(1-p))", PRIV, type=float)
-    loss: str = _opt("logistic", "unbiased: Natarajan et al. loss corrected for the known "
-                     "flip rate", PRIV, choices=("logistic", "unbiased"))
+    epsilon: float = _opt(
+        math.inf, "label-DP budget per machine; inf = no privacy", PRIV, type=float
+    )
+    keep_prob: float | None = _opt(
+        None, "RR keep probability p in (0.5, 1); epsilon = ln(p/(1-p))", PRIV, type=float
+    )
+    loss: str = _opt(
+        "logistic",
+        "unbiased: Natarajan et al. loss corrected for the known flip rate",
+        PRIV,
+        choices=("logistic", "unbiased"),
+    )
     lam: float = _opt(_ADMM.lam, "lambda in (lambda/2) sum_g w_g ||b_g||", MODEL, type=float)
     group_weights: str = _opt("ones", "w_g", MODEL, choices=("ones", "sqrt-size"))
     c: float = _opt(_ADMM.c, "ADMM penalty c (initial value)", MODEL, type=float)
-    adapt_c: bool = _opt(_ADMM.adapt_c, "keep c fixed (default: network-wide residual "
-                         "balancing)", MODEL, flag="--no-adapt-c", action="store_false")
+    adapt_c: bool = _opt(
+        _ADMM.adapt_c,
+        "keep c fixed (default: network-wide residual balancing)",
+        MODEL,
+        flag="--no-adapt-c",
+        action="store_false",
+    )
     alpha_z: float = _opt(_ADMM.alpha_z, "Z step size (1 = exact prox)", MODEL, type=float)
-    theta_solver: str = _opt(_ADMM.theta_solver, "theta step", MODEL,
-                             choices=("newton", "gradient"))
+    theta_solver: str = _opt(
+        _ADMM.theta_solver, "theta step", MODEL, choices=("newton", "gradient")
+    )
     beta_steps: int = _opt(_ADMM.beta_steps, "U, gradient theta solver only", MODEL, type=int)
-    beta_step_size: float = _opt(_ADMM.beta_step_size, "alpha_beta, gradient only", MODEL,
-                                 type=float)
+    beta_step_size: float = _opt(
+        _ADMM.beta_step_size, "alpha_beta, gradient only", MODEL, type=float
+    )
     max_rounds: int = _opt(_ADMM.max_rounds, "stop after this many rounds", MODEL, type=int)
-    tol: float = _opt(_ADMM.tol, "stop when every machine's residual / max(1, ||theta||) is "
-                      "below tol", MODEL, type=float)
-    max_coef_norm: float = _opt(_ADMM.max_coef_norm, "stop with stop_reason 'diverged' once "
-                                "a machine's ||theta|| exceeds it", MODEL, type=float)
-    data: str | None = _opt(None, "npz / csv / libsvm file (default: synthetic); with {rank} "
-                            "in the path every machine loads its own file (e.g. "
-                            "'shards/part-{rank}.npz')", DATA)
-    groups: str | None = _opt(None, "'size:K', comma-separated ids, or a file with one id per "
-                              "column", DATA)
-    labels: str | None = _opt(None, "the public label domain: the file values meaning -1 and "
-                              "+1 (default: -1 or 0 -> -1, 1 -> +1; write --labels=-1,1 when "
-                              "NEG starts with '-'); a machine may hold one class only", DATA,
-                              metavar="NEG,POS")
-    test_data: str | None = _opt(None, "a PUBLIC test file, scored on its labels as given "
-                                 "(default: hold out --test-fraction of --data, whose labels "
-                                 "are randomized like all others)", DATA)
-    test_fraction: float = _opt(0.25, "fraction of --data held out for testing", DATA,
-                                type=float)
+    tol: float = _opt(
+        _ADMM.tol,
+        "stop when every machine's residual / max(1, ||theta||) is below tol",
+        MODEL,
+        type=float,
+    )
+    max_coef_norm: float = _opt(
+        _ADMM.max_coef_norm,
+        "stop with stop_reason 'diverged' once a machine's ||theta|| exceeds it",
+        MODEL,
+        type=float,
+    )
+    data: str | None = _opt(
+        None,
+        "npz / csv / libsvm file (default: synthetic); with {rank} "
+        "in the path every machine loads its own file (e.g. "
+        "'shards/part-{rank}.npz')",
+        DATA,
+    )
+    groups: str | None = _opt(
+        None, "'size:K', comma-separated ids, or a file with one id per column", DATA
+    )
+    labels: str | None = _opt(
+        None,
+        "the public label domain: the file values meaning -1 and "
+        "+1 (default: -1 or 0 -> -1, 1 -> +1; write --labels=-1,1 when "
+        "NEG starts with '-'); a machine may hold one class only",
+        DATA,
+        metavar="NEG,POS",
+    )
+    test_data: str | None = _opt(
+        None,
+        "a PUBLIC test file, scored on its labels as given "
+        "(default: hold out --test-fraction of --data, whose labels "
+        "are randomized like all others)",
+        DATA,
+    )
+    test_fraction: float = _opt(0.25, "fraction of --data held out for testing", DATA, type=float)
     n_samples: int = _opt(2000, "synthetic training rows", DATA, type=int)
     n_test: int = _opt(1000, "synthetic test rows", DATA, type=int)
     n_groups: int = _opt(16, "synthetic groups (>= 6)", DATA, type=int)
-    label_rule: str = _opt("bernoulli", "synthetic labels", DATA,
-                           choices=("bernoulli", "threshold"))
-    shard_sizes: tuple[int, ...] | None = _opt(None, "comma-separated rows per machine", DATA,
-                                               type=_int_list, metavar="N,N,...")
-    seed: int | None = _opt(None, "run seed (reproducible; whoever knows it can undo the RR). "
-                            "Default: every machine draws its own OS entropy", RUN, type=int)
+    label_rule: str = _opt(
+        "bernoulli", "synthetic labels", DATA, choices=("bernoulli", "threshold")
+    )
+    shard_sizes: tuple[int, ...] | None = _opt(
+        None, "comma-separated rows per machine", DATA, type=_int_list, metavar="N,N,..."
+    )
+    seed: int | None = _opt(
+        None,
+        "run seed (reproducible; whoever knows it can undo the RR). "
+        "Default: every machine draws its own OS entropy",
+        RUN,
+        type=int,
+    )
     output: str | None = _opt(None, "results JSON file (written by rank 0)", RUN)
-    oracle_output: str | None = _opt(None, "simulation oracles (true-label objective, flip "
-                                     "counts, raw-label accuracy) to this separate JSON file: "
-                                     "NOT covered by the privacy guarantee", RUN,
-                                     metavar="FILE")
-    plot: str | None = _opt(None, "convergence figure (PNG, PDF, SVG, ...) written by rank 0",
-                            RUN)
+    oracle_output: str | None = _opt(
+        None,
+        "simulation oracles (true-label objective, flip "
+        "counts, raw-label accuracy) to this separate JSON file: "
+        "NOT covered by the privacy guarantee",
+        RUN,
+        metavar="FILE",
+    )
+    plot: str | None = _opt(None, "convergence figure (PNG, PDF, SVG, ...) written by rank 0", RUN)
     progress_every: int = _opt(50, "rounds between progress lines (on stderr)", RUN, type=int)
-    baselines: tuple[str, ...] = _opt((), "comma-separated rank-0 baselines to run too: "
-                                      "median, rdp-admm", RUN, type=_name_list,
-                                      metavar="NAME,...")
+    baselines: tuple[str, ...] = _opt(
+        (),
+        "comma-separated rank-0 baselines to run too: median, rdp-admm",
+        RUN,
+        type=_name_list,
+        metavar="NAME,...",
+    )
     quiet: bool = _opt(False, "no progress lines", RUN, action="store_true")
 
     @property
@@ -134,7 +194,8 @@ class RunConfig:
             raise ConfigError(
                 f"--epsilon {self.epsilon:g} is so large that the keep probability "
                 f"e^eps/(1+e^eps) rounds to 1 (no label is ever flipped): use --epsilon inf "
-                f"for no privacy, or an epsilon below {MAX_FINITE_EPSILON:g}")
+                f"for no privacy, or an epsilon below {MAX_FINITE_EPSILON:g}"
+            )
         if self.keep_prob is not None and not (0.5 < self.keep_prob < 1.0):
             raise ConfigError(f"--keep-prob must lie in (0.5, 1), got {self.keep_prob}")
         checks = [
@@ -143,18 +204,30 @@ class RunConfig:
             (0 < self.alpha_z <= 1, f"--alpha-z must lie in (0, 1], got {self.alpha_z}"),
             (self.max_rounds >= 1, f"--max-rounds must be >= 1, got {self.max_rounds}"),
             (0 < self.tol < 1, f"--tol must lie in (0, 1), got {self.tol}"),
-            (0 < self.max_coef_norm < math.inf,
-             f"--max-coef-norm must be finite and > 0, got {self.max_coef_norm}"),
-            (self.seed is None or 0 <= self.seed < 2**63,
-             f"--seed must be an integer in [0, 2^63), got {self.seed}"),
-            (0 <= self.topology_seed < 2**32,
-             f"--topology-seed must be an integer in [0, 2^32), got {self.topology_seed}"),
-            (1 <= self.machines <= MAX_MACHINES,
-             f"--machines must lie in [1, {MAX_MACHINES}], got {self.machines}"),
-            (2 <= self.n_samples <= MAX_ROWS,
-             f"--n-samples must lie in [2, {MAX_ROWS:.0e}], got {self.n_samples}"),
-            (0 <= self.n_test <= MAX_ROWS,
-             f"--n-test must lie in [0, {MAX_ROWS:.0e}], got {self.n_test}"),
+            (
+                0 < self.max_coef_norm < math.inf,
+                f"--max-coef-norm must be finite and > 0, got {self.max_coef_norm}",
+            ),
+            (
+                self.seed is None or 0 <= self.seed < 2**63,
+                f"--seed must be an integer in [0, 2^63), got {self.seed}",
+            ),
+            (
+                0 <= self.topology_seed < 2**32,
+                f"--topology-seed must be an integer in [0, 2^32), got {self.topology_seed}",
+            ),
+            (
+                1 <= self.machines <= MAX_MACHINES,
+                f"--machines must lie in [1, {MAX_MACHINES}], got {self.machines}",
+            ),
+            (
+                2 <= self.n_samples <= MAX_ROWS,
+                f"--n-samples must lie in [2, {MAX_ROWS:.0e}], got {self.n_samples}",
+            ),
+            (
+                0 <= self.n_test <= MAX_ROWS,
+                f"--n-test must lie in [0, {MAX_ROWS:.0e}], got {self.n_test}",
+            ),
             (self.n_groups <= 10_000, f"--n-groups must be <= 10000, got {self.n_groups}"),
             (self.max_rounds <= 10**9, f"--max-rounds must be <= 1e9, got {self.max_rounds}"),
             (0 <= self.test_fraction < 1, "--test-fraction must lie in [0, 1)"),
@@ -166,8 +239,10 @@ class RunConfig:
             if not ok:
                 raise ConfigError(message)
         if self.shard_sizes is not None and self.data is not None and "{rank}" in self.data:
-            raise ConfigError("--shard-sizes does not apply when every machine loads its own "
-                              "file ({rank} in --data)")
+            raise ConfigError(
+                "--shard-sizes does not apply when every machine loads its own "
+                "file ({rank} in --data)"
+            )
         LabelDomain.parse(self.labels)
         for name in self.baselines:
             if name not in BASELINES:

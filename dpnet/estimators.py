@@ -68,13 +68,23 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     keep probability, the ledger), ``traffic_`` (bytes per message, per machine and round).
     """
 
-    def __init__(self, lam: float = _ADMM.lam, *, epsilon: float = math.inf,
-                 classes: tuple[Any, Any] | None = None, topology: str = DEFAULT_TOPOLOGY,
-                 n_machines: int = DEFAULT_MACHINES, group_weights: str = "ones",
-                 loss: str = "logistic", c: float = _ADMM.c, adapt_c: bool = _ADMM.adapt_c,
-                 tol: float = _ADMM.tol, max_rounds: int = _ADMM.max_rounds,
-                 theta_solver: str = _ADMM.theta_solver,
-                 random_state: int | None = None) -> None:
+    def __init__(
+        self,
+        lam: float = _ADMM.lam,
+        *,
+        epsilon: float = math.inf,
+        classes: tuple[Any, Any] | None = None,
+        topology: str = DEFAULT_TOPOLOGY,
+        n_machines: int = DEFAULT_MACHINES,
+        group_weights: str = "ones",
+        loss: str = "logistic",
+        c: float = _ADMM.c,
+        adapt_c: bool = _ADMM.adapt_c,
+        tol: float = _ADMM.tol,
+        max_rounds: int = _ADMM.max_rounds,
+        theta_solver: str = _ADMM.theta_solver,
+        random_state: int | None = None,
+    ) -> None:
         self.lam = lam
         self.epsilon = epsilon
         self.classes = classes
@@ -105,14 +115,15 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         if self.classes is None:
             classes = np.unique(y)
             if classes.size != 2:
-                raise ValueError(f"Only binary classification is supported: y holds "
-                                 f"{classes.size} class(es); give classes=(negative, positive) "
-                                 f"to declare the two labels publicly")
+                raise ValueError(
+                    f"Only binary classification is supported: y holds "
+                    f"{classes.size} class(es); give classes=(negative, positive) "
+                    f"to declare the two labels publicly"
+                )
         else:
             classes = np.asarray(self.classes)
             if classes.shape != (2,) or classes[0] == classes[1]:
-                raise ValueError("classes must be two distinct label values (negative, "
-                                 "positive)")
+                raise ValueError("classes must be two distinct label values (negative, positive)")
             if not np.isin(y, classes).all():
                 raise ValueError("y holds values outside classes")
         self.classes_ = classes
@@ -121,13 +132,15 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     def _group_labels(self, groups: Any, n_features: int) -> tuple[np.ndarray, np.ndarray]:
         ids = np.arange(n_features) if groups is None else np.asarray(groups)
         if ids.shape != (n_features,):
-            raise ValueError(f"groups needs one id per column ({n_features}), got shape "
-                             f"{ids.shape}")
+            raise ValueError(
+                f"groups needs one id per column ({n_features}), got shape {ids.shape}"
+            )
         labels = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
         sizes = np.bincount(labels).astype(float)
         if self.group_weights not in ("ones", "sqrt-size"):
-            raise ValueError(f"group_weights must be 'ones' or 'sqrt-size', got "
-                             f"{self.group_weights!r}")
+            raise ValueError(
+                f"group_weights must be 'ones' or 'sqrt-size', got {self.group_weights!r}"
+            )
         return labels, np.ones_like(sizes) if self.group_weights == "ones" else np.sqrt(sizes)
 
     def fit(self, X: Any, y: Any, groups: Any = None) -> DecentralizedGroupLassoLogistic:
@@ -138,32 +151,52 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         keep_prob = self._keep_prob()
         if self.loss not in ("logistic", "unbiased"):
             raise ValueError(f"loss must be 'logistic' or 'unbiased', got {self.loss!r}")
-        admm = ADMMConfig(lam=self.lam, c=self.c, adapt_c=self.adapt_c, tol=self.tol,
-                          max_rounds=self.max_rounds, theta_solver=self.theta_solver)
+        admm = ADMMConfig(
+            lam=self.lam,
+            c=self.c,
+            adapt_c=self.adapt_c,
+            tol=self.tol,
+            max_rounds=self.max_rounds,
+            theta_solver=self.theta_solver,
+        )
         for name in ("lam", "c", "tol"):
             value = getattr(self, name)
             if not 0 < value < math.inf:
                 raise ValueError(f"{name} must be finite and > 0, got {value}")
         group_labels, weights = self._group_labels(groups, X.shape[1])
-        graph = validate_topology(build_topology(self.topology, self.n_machines),
-                                  self.n_machines)
-        shards = [RawShard(np.ascontiguousarray(X[idx]), y_pm1[idx], X.shape[0],
-                           group_labels, weights, None)
-                  for idx in split_rows(X.shape[0], self.n_machines)]
+        graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
+        shards = [
+            RawShard(
+                np.ascontiguousarray(X[idx]), y_pm1[idx], X.shape[0], group_labels, weights, None
+            )
+            for idx in split_rows(X.shape[0], self.n_machines)
+        ]
         rngs = _machine_rngs(self.random_state, self.n_machines)
-        outcomes = run_in_process(graph, lambda comm: run_private_machine(
-            comm, shards[comm.rank], keep_prob=keep_prob, loss=self.loss, admm=admm,
-            graph=graph, rng=rngs[comm.rank]))
+        outcomes = run_in_process(
+            graph,
+            lambda comm: run_private_machine(
+                comm,
+                shards[comm.rank],
+                keep_prob=keep_prob,
+                loss=self.loss,
+                admm=admm,
+                graph=graph,
+                rng=rngs[comm.rank],
+            ),
+        )
         releases = [o.release for o in outcomes]
         self.coef_, self.intercept_ = consensus_model(releases)
         self.machine_coefs_ = np.stack([r.result.z for r in releases])
         self.n_iter_ = int(releases[0].result.rounds)
         self.stop_reason_ = str(releases[0].result.stop_reason)
         grp_ptr, grp_indices = groups_from_labels(group_labels)
-        self.objective_ = float(sum(r.result.local_objective for r in releases) + 0.5 * self.lam
-                                * group_penalty(self.coef_, grp_ptr, grp_indices, weights))
-        norms = np.array([np.linalg.norm(self.coef_[group_labels == g])
-                          for g in range(len(weights))])
+        self.objective_ = float(
+            sum(r.result.local_objective for r in releases)
+            + 0.5 * self.lam * group_penalty(self.coef_, grp_ptr, grp_indices, weights)
+        )
+        norms = np.array(
+            [np.linalg.norm(self.coef_[group_labels == g]) for g in range(len(weights))]
+        )
         scale = max(1.0, float(np.linalg.norm(self.coef_)))
         self.selected_groups_ = np.flatnonzero(norms > SELECT_RTOL * scale)
         traffic = [r.result.traffic for r in releases]
@@ -178,7 +211,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             "epsilon": None if keep_prob == 1.0 else math.log(keep_prob / (1 - keep_prob)),
             "keep_prob": keep_prob,
             "guarantee": "epsilon-label-DP per machine (replace one label); features are NOT "
-                         "protected",
+            "protected",
             "classes_public": self.classes is not None,
             "ledger": ledger.to_dict(),
         }
@@ -193,4 +226,3 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         """The class of ``classes_`` on the side of the decision function (>= 0: positive)."""
         check_is_fitted(self)
         return self.classes_[(self.decision_function(X) >= 0).astype(int)]
-

@@ -45,8 +45,9 @@ def predict_pm1(X: np.ndarray, coef: np.ndarray, intercept: float) -> np.ndarray
     return np.where(X @ coef + intercept >= 0, 1.0, -1.0)
 
 
-def accuracy_estimate(evaluation: EvaluationSet, coef: np.ndarray,
-                      intercept: float) -> dict[str, Any]:
+def accuracy_estimate(
+    evaluation: EvaluationSet, coef: np.ndarray, intercept: float
+) -> dict[str, Any]:
     """Accuracy of the model on ``evaluation`` with its standard error (see module doc)."""
     n = evaluation.n_samples
     agree = float(np.mean(predict_pm1(evaluation.X, coef, intercept) == evaluation.y))
@@ -59,6 +60,7 @@ def accuracy_estimate(evaluation: EvaluationSet, coef: np.ndarray,
         "standard_error": math.sqrt(agree * (1.0 - agree) / n) / scale,
         "n": n,
         "source": evaluation.source,
-        "method": "plain accuracy on public labels" if p == 1.0 and evaluation.source == PUBLIC
+        "method": "plain accuracy on public labels"
+        if p == 1.0 and evaluation.source == PUBLIC
         else "agreement with randomized labels, debiased: (a - (1 - p)) / (2p - 1)",
     }

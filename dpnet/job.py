@@ -94,16 +94,19 @@ def load_public_test(config: RunConfig, n_features: int) -> EvaluationSet | None
         return None
     test = load_dataset(config.test_data, groups=config.groups, labels=_labels(config))
     if test.n_features != n_features:
-        raise ConfigError(f"--test-data has {test.n_features} columns, the training data "
-                          f"{n_features}")
+        raise ConfigError(
+            f"--test-data has {test.n_features} columns, the training data {n_features}"
+        )
     return EvaluationSet(test.X, test.y, PUBLIC)
 
 
-def _randomized_holdout(holdout: GroupData, config: RunConfig, n_machines: int
-                        ) -> tuple[EvaluationSet, dp_event.DpEvent]:
+def _randomized_holdout(
+    holdout: GroupData, config: RunConfig, n_machines: int
+) -> tuple[EvaluationSet, dp_event.DpEvent]:
     p = config.keep_probability
-    noisy, event = boundary.randomize_labels(holdout.y, p, holdout_rng(config.seed, n_machines),
-                                             HOLDOUT_PART)
+    noisy, event = boundary.randomize_labels(
+        holdout.y, p, holdout_rng(config.seed, n_machines), HOLDOUT_PART
+    )
     return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), event
 
 
@@ -113,15 +116,20 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
     Held-out rows split off the private data (or generated with it) are private rows too:
     their labels go through randomized response before anything is computed from them.
     """
-    data_rng = np.random.default_rng(np.random.SeedSequence(config.seed).spawn(1)[0]) \
-        if config.seed is not None else np.random.default_rng()
+    data_rng = (
+        np.random.default_rng(np.random.SeedSequence(config.seed).spawn(1)[0])
+        if config.seed is not None
+        else np.random.default_rng()
+    )
     holdout = None
     if config.data is None:
-        train = make_group_logistic(config.n_samples, n_groups=config.n_groups,
-                                    label_rule=config.label_rule, rng=data_rng)
+        train = make_group_logistic(
+            config.n_samples, n_groups=config.n_groups, label_rule=config.label_rule, rng=data_rng
+        )
         if config.n_test > 0:
-            holdout = make_group_logistic(config.n_test, n_groups=config.n_groups,
-                                          label_rule=config.label_rule, rng=data_rng)
+            holdout = make_group_logistic(
+                config.n_test, n_groups=config.n_groups, label_rule=config.label_rule, rng=data_rng
+            )
         public_test = None
     else:
         full = load_dataset(config.data, groups=config.groups, labels=_labels(config))
@@ -130,20 +138,36 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
         if public_test is None and config.test_fraction > 0:
             tr, te = train_test_split_indices(full.n_samples, config.test_fraction, data_rng)
             train, holdout = full.subset(tr), full.subset(te)
-    held = "" if config.data is None or holdout is None \
+    held = (
+        ""
+        if config.data is None or holdout is None
         else f" (after holding out {holdout.n_samples} test rows)"
+    )
     if train.n_samples < n_machines:
-        raise ConfigError(f"{train.n_samples} training rows{held} cannot be split over "
-                          f"{n_machines} machines")
-    if config.shard_sizes is not None and (len(config.shard_sizes) != n_machines
-                                           or sum(config.shard_sizes) != train.n_samples):
-        raise ConfigError(f"--shard-sizes gives {len(config.shard_sizes)} sizes summing to "
-                          f"{sum(config.shard_sizes)}; need {n_machines} sizes summing to the "
-                          f"{train.n_samples} training rows{held}")
+        raise ConfigError(
+            f"{train.n_samples} training rows{held} cannot be split over {n_machines} machines"
+        )
+    if config.shard_sizes is not None and (
+        len(config.shard_sizes) != n_machines or sum(config.shard_sizes) != train.n_samples
+    ):
+        raise ConfigError(
+            f"--shard-sizes gives {len(config.shard_sizes)} sizes summing to "
+            f"{sum(config.shard_sizes)}; need {n_machines} sizes summing to the "
+            f"{train.n_samples} training rows{held}"
+        )
     weights = group_weights(train.groups, config.group_weights)
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
-    shards = [RawShard(np.ascontiguousarray(train.X[idx]), train.y[idx].copy(),
-                       train.n_samples, train.groups, weights, config.seed) for idx in parts]
+    shards = [
+        RawShard(
+            np.ascontiguousarray(train.X[idx]),
+            train.y[idx].copy(),
+            train.n_samples,
+            train.groups,
+            weights,
+            config.seed,
+        )
+        for idx in parts
+    ]
     evaluation, event = public_test, None
     if holdout is not None:
         evaluation, event = _randomized_holdout(holdout, config, n_machines)
@@ -159,51 +183,79 @@ def data_per_machine(config: RunConfig) -> bool:
 
 def load_own_shard(config: RunConfig, rank: int) -> GroupData:
     """Machine ``rank``'s own rows, from ``--data`` with {rank} replaced by its rank."""
-    return load_dataset(config.data.replace(RANK_PLACEHOLDER, str(rank)), groups=config.groups,
-                        labels=_labels(config))
+    return load_dataset(
+        config.data.replace(RANK_PLACEHOLDER, str(rank)),
+        groups=config.groups,
+        labels=_labels(config),
+    )
 
 
 def check_shards_agree(rows: list[int], groups: list[list[int]]) -> None:
     """All machines' files must describe the same columns and groups (ConfigError if not)."""
     for j, g in enumerate(groups):
         if len(g) != len(groups[0]):
-            raise ConfigError(f"machine {j}'s data has {len(g)} columns, machine 0's has "
-                              f"{len(groups[0])}")
+            raise ConfigError(
+                f"machine {j}'s data has {len(g)} columns, machine 0's has {len(groups[0])}"
+            )
         if g != groups[0]:
             raise ConfigError(f"machine {j}'s data has other column groups than machine 0's")
 
 
 def own_data_problem(config: RunConfig, groups: np.ndarray) -> SetUp:
     """Rank 0's set-up when every machine loads its own shard: a public test file at most."""
-    public = PublicSetUp(groups, group_weights(groups, config.group_weights),
-                         load_public_test(config, len(groups)), None,
-                         "each machine loaded its own file")
+    public = PublicSetUp(
+        groups,
+        group_weights(groups, config.group_weights),
+        load_public_test(config, len(groups)),
+        None,
+        "each machine loaded its own file",
+    )
     return SetUp(None, public, None)
 
 
 def shard_from_own_data(own: GroupData, n_total: int, config: RunConfig) -> RawShard:
-    return RawShard(own.X, own.y, n_total, own.groups,
-                    group_weights(own.groups, config.group_weights), config.seed)
+    return RawShard(
+        own.X,
+        own.y,
+        n_total,
+        own.groups,
+        group_weights(own.groups, config.group_weights),
+        config.seed,
+    )
 
 
 def admm_config(config: RunConfig) -> ADMMConfig:
     return ADMMConfig(
-        lam=config.lam, c=config.c, adapt_c=config.adapt_c, alpha_z=config.alpha_z,
-        theta_solver=config.theta_solver, beta_steps=config.beta_steps,
-        beta_step_size=config.beta_step_size, max_rounds=config.max_rounds, tol=config.tol,
+        lam=config.lam,
+        c=config.c,
+        adapt_c=config.adapt_c,
+        alpha_z=config.alpha_z,
+        theta_solver=config.theta_solver,
+        beta_steps=config.beta_steps,
+        beta_step_size=config.beta_step_size,
+        max_rounds=config.max_rounds,
+        tol=config.tol,
         max_coef_norm=config.max_coef_norm,
-        progress_every=config.progress_every, fail_at=fault_injection(),
+        progress_every=config.progress_every,
+        fail_at=fault_injection(),
     )
 
 
-def machine_main(comm: Any, raw: RawShard, config: RunConfig, graph: Any,
-                 on_progress: Any = None) -> MachineOutcome:
+def machine_main(
+    comm: Any, raw: RawShard, config: RunConfig, graph: Any, on_progress: Any = None
+) -> MachineOutcome:
     """One machine of the main job: its own stream, then :func:`run_private_machine`."""
     return run_private_machine(
-        comm, raw, keep_prob=config.keep_probability, loss=config.loss,
-        admm=admm_config(config), graph=graph,
+        comm,
+        raw,
+        keep_prob=config.keep_probability,
+        loss=config.loss,
+        admm=admm_config(config),
+        graph=graph,
         rng=machine_rng(raw.seed_entropy, comm.rank, comm.size),
-        keep_oracle=config.oracle_output is not None, on_progress=on_progress)
+        keep_oracle=config.oracle_output is not None,
+        on_progress=on_progress,
+    )
 
 
 def fault_injection() -> tuple[int, int] | None:

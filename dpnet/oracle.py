@@ -23,17 +23,24 @@ from dpnet.job import PublicSetUp
 from dpnet.penalties.group import group_penalty, groups_from_labels
 
 NOT_COVERED = "NOT covered by the privacy guarantee (computed from raw labels)"
-WARNING = ("simulation oracle: every value in this file is computed from raw labels and is "
-           "NOT covered by the privacy guarantee; do not publish it")
+WARNING = (
+    "simulation oracle: every value in this file is computed from raw labels and is "
+    "NOT covered by the privacy guarantee; do not publish it"
+)
 
 
 def _field(value: Any, meaning: str) -> dict[str, Any]:
     return {"value": value, "meaning": meaning, "privacy": NOT_COVERED}
 
 
-def build_oracle_report(config: RunConfig, public: PublicSetUp, oracles: list[MachineOracle],
-                        coef: np.ndarray, intercept: float,
-                        holdout_raw: np.ndarray | None) -> dict[str, Any]:
+def build_oracle_report(
+    config: RunConfig,
+    public: PublicSetUp,
+    oracles: list[MachineOracle],
+    coef: np.ndarray,
+    intercept: float,
+    holdout_raw: np.ndarray | None,
+) -> dict[str, Any]:
     """The oracle file's content: each field with its meaning and the privacy caveat."""
     grp_ptr, grp_indices = groups_from_labels(public.group_labels)
     penalty = 0.5 * config.lam * group_penalty(coef, grp_ptr, grp_indices, public.group_weights)
@@ -41,14 +48,17 @@ def build_oracle_report(config: RunConfig, public: PublicSetUp, oracles: list[Ma
         "objective_on_true_labels": _field(
             float(sum(o.loss_true_labels for o in oracles) + penalty),
             "logistic objective on the raw training labels: each machine's loss at its final "
-            "theta plus the penalty at the consensus"),
+            "theta plus the penalty at the consensus",
+        ),
         "labels_flipped": _field(
             [o.labels_flipped for o in oracles],
-            "per machine, the number of labels randomized response flipped"),
+            "per machine, the number of labels randomized response flipped",
+        ),
     }
     evaluation: EvaluationSet | None = public.evaluation
     if holdout_raw is not None and evaluation is not None:
         fields["test_accuracy_on_raw_labels"] = _field(
             float(np.mean(predict_pm1(evaluation.X, coef, intercept) == holdout_raw)),
-            "accuracy of the released model on the held-out rows' raw labels")
+            "accuracy of the released model on the held-out rows' raw labels",
+        )
     return {"warning": WARNING, "fields": fields}

@@ -26,13 +26,22 @@ def plot_convergence(report: dict[str, Any], path: str | Path) -> None:
         gap = np.abs(objective[:-1] - objective[-1])
         shown = gap > 0
         ax_obj.semilogy(rounds[:-1][shown], gap[shown])
-    ax_obj.set(xlabel="round", ylabel="|objective - final objective| (randomized labels)",
-               title=f"{report['n_machines']} machines, {report['topology']['name']}")
-    ax_res.semilogy(rounds, [h["primal_residual"] for h in history],
-                    label="primal (consensus gap max ||Z_j - theta_i||)")
+    ax_obj.set(
+        xlabel="round",
+        ylabel="|objective - final objective| (randomized labels)",
+        title=f"{report['n_machines']} machines, {report['topology']['name']}",
+    )
+    ax_res.semilogy(
+        rounds,
+        [h["primal_residual"] for h in history],
+        label="primal (consensus gap max ||Z_j - theta_i||)",
+    )
     ax_res.semilogy(rounds, [h["dual_residual"] for h in history], label="dual")
-    ax_res.set(xlabel="round", ylabel="max over machines",
-               title=f"stop: {report['stop_reason']} after {report['rounds']} rounds")
+    ax_res.set(
+        xlabel="round",
+        ylabel="max over machines",
+        title=f"stop: {report['stop_reason']} after {report['rounds']} rounds",
+    )
     ax_res.legend()
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)

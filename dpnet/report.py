@@ -30,37 +30,47 @@ from dpnet.privacy.ledger import PrivacyLedger
 SELECT_RTOL = 1e-6
 STOP_WARNINGS = {
     "non-finite": "an iterate or objective became NaN or inf: the run stopped at once and the "
-                  "coefficients are not an estimate (scale the data or check --lam / --c)",
+    "coefficients are not an estimate (scale the data or check --lam / --c)",
     "diverged": "the iterates ran away (||theta|| > --max-coef-norm): the objective may have "
-                "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
-                "coefficients are not an optimum",
+    "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
+    "coefficients are not an optimum",
     "max_rounds": "--max-rounds reached before the residuals fell below --tol",
 }
-FEATURES_NOTE = ("features are NOT protected: randomized response privatises labels only "
-                 "(epsilon-label-DP for one replaced label)")
-RELEASE_NOTE = ("everything in this file, on stdout and in the plot is a function of public "
-                "inputs (features, parameters, files declared public, the graph) and of the "
-                "randomized labels only")
+FEATURES_NOTE = (
+    "features are NOT protected: randomized response privatises labels only "
+    "(epsilon-label-DP for one replaced label)"
+)
+RELEASE_NOTE = (
+    "everything in this file, on stdout and in the plot is a function of public "
+    "inputs (features, parameters, files declared public, the graph) and of the "
+    "randomized labels only"
+)
 FILE_MODE = 0o644
 
 
 def print_progress(record: ProgressRecord) -> None:
     """One progress line on stderr (results and the summary go to stdout)."""
-    print(f"round {record.round:5d}  objective {record.objective:.8f}  "
-          f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}",
-          file=sys.stderr, flush=True)
+    print(
+        f"round {record.round:5d}  objective {record.objective:.8f}  "
+        f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
-def _privacy_block(config: RunConfig, public: PublicSetUp,
-                   ledger: PrivacyLedger) -> dict[str, Any]:
-    seeded = None if config.seed is None else (
-        f"seeded run (--seed {config.seed}): every flip is a function of the seed, so the "
-        "guarantee does NOT hold against anyone who knows it")
+def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger) -> dict[str, Any]:
+    seeded = (
+        None
+        if config.seed is None
+        else (
+            f"seeded run (--seed {config.seed}): every flip is a function of the seed, so the "
+            "guarantee does NOT hold against anyone who knows it"
+        )
+    )
     return {
         "mechanism": "randomized response on labels, applied by each machine locally",
         "keep_prob": config.keep_probability,
-        "epsilon_per_machine": None if math.isinf(config.label_epsilon)
-        else config.label_epsilon,
+        "epsilon_per_machine": None if math.isinf(config.label_epsilon) else config.label_epsilon,
         "neighbouring_relation": "replace one label (replace-one), within one machine's shard",
         "guarantee": "epsilon-label-DP per machine; parallel composition over disjoint shards",
         "protected": "labels",
@@ -85,9 +95,15 @@ def _public_inputs(config: RunConfig) -> list[str]:
     return items
 
 
-def build_report(config: RunConfig, topo: dict[str, Any], public: PublicSetUp,
-                 releases: list[MachineRelease], wall_seconds: float, backend: str,
-                 baselines: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_report(
+    config: RunConfig,
+    topo: dict[str, Any],
+    public: PublicSetUp,
+    releases: list[MachineRelease],
+    wall_seconds: float,
+    backend: str,
+    baselines: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Rank 0: the results file's content (see README, "Results file")."""
     results = [r.result for r in releases]
     J = len(results)
@@ -101,8 +117,11 @@ def build_report(config: RunConfig, topo: dict[str, Any], public: PublicSetUp,
     penalty = 0.5 * config.lam * group_penalty(coef, grp_ptr, grp_indices, public.group_weights)
     noisy_objective = float(sum(r.local_objective for r in results) + penalty)
     ledger = label_privacy_ledger(releases, public.holdout_event)
-    accuracy = None if public.evaluation is None or not public.evaluation.n_samples \
+    accuracy = (
+        None
+        if public.evaluation is None or not public.evaluation.n_samples
         else accuracy_estimate(public.evaluation, coef, intercept)
+    )
     per_round = [r.total_seconds / max(r.rounds, 1) for r in results]
     comm_round = [r.traffic["comm_seconds"] / max(r.rounds, 1) for r in results]
     return {
@@ -113,9 +132,15 @@ def build_report(config: RunConfig, topo: dict[str, Any], public: PublicSetUp,
         "topology": {**topo, "spec": config.topology},
         "privacy": _privacy_block(config, public, ledger),
         "machines": [
-            {"rank": r.rank, "rows": r.n_rows, "rounds": r.rounds,
-             "total_seconds": r.total_seconds, "compute_seconds": r.compute_seconds,
-             **r.traffic, "bytes_per_round": r.traffic["bytes_sent"] / max(r.rounds, 1)}
+            {
+                "rank": r.rank,
+                "rows": r.n_rows,
+                "rounds": r.rounds,
+                "total_seconds": r.total_seconds,
+                "compute_seconds": r.compute_seconds,
+                **r.traffic,
+                "bytes_per_round": r.traffic["bytes_sent"] / max(r.rounds, 1),
+            }
             for r in results
         ],
         "rounds": results[0].rounds,
@@ -145,8 +170,11 @@ def build_report(config: RunConfig, topo: dict[str, Any], public: PublicSetUp,
 def check_output_paths(config: RunConfig) -> None:
     """Before the first round: every output path (--output, --oracle-output, --plot) can be
     written, so that a bad path never costs a whole run (ConfigError naming the option)."""
-    outputs = {"--output": config.output, "--oracle-output": config.oracle_output,
-               "--plot": config.plot}
+    outputs = {
+        "--output": config.output,
+        "--oracle-output": config.oracle_output,
+        "--plot": config.plot,
+    }
     given = [(option, Path(path)) for option, path in outputs.items() if path]
     for i, (option, path) in enumerate(given):
         if path.is_dir():
@@ -166,8 +194,10 @@ def check_output_paths(config: RunConfig) -> None:
         formats = FigureCanvasAgg.get_supported_filetypes()
         suffix = Path(config.plot).suffix.lower().lstrip(".")
         if suffix not in formats:
-            raise ConfigError(f"--plot {config.plot}: unknown image format {suffix!r}; use "
-                              f"one of {', '.join(sorted(formats))}")
+            raise ConfigError(
+                f"--plot {config.plot}: unknown image format {suffix!r}; use "
+                f"one of {', '.join(sorted(formats))}"
+            )
 
 
 def write_json_atomic(path: str | Path, payload: dict[str, Any]) -> None:
@@ -223,16 +253,21 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"  privacy: randomized response, epsilon = {'inf' if eps is None else f'{eps:.6g}'} "
         f"label-DP per machine; {FEATURES_NOTE}",
         *([f"  privacy: {priv['seed']}"] if report["seed"] is not None else []),
-        *(f"  baseline {name}: own synthetic data, own ledger, total "
-          f"{_ledger_total(b.get('ledger', {}))}" for name, b in report["baselines"].items()),
+        *(
+            f"  baseline {name}: own synthetic data, own ledger, total "
+            f"{_ledger_total(b.get('ledger', {}))}"
+            for name, b in report["baselines"].items()
+        ),
     ]
 
 
 def _accuracy_text(accuracy: dict[str, Any] | None) -> str:
     if accuracy is None:
         return "not measured (no held-out rows, no --test-data)"
-    return (f"{accuracy['estimate']:.3f} +- {accuracy['standard_error']:.3f} "
-            f"({accuracy['source']}, n = {accuracy['n']})")
+    return (
+        f"{accuracy['estimate']:.3f} +- {accuracy['standard_error']:.3f} "
+        f"({accuracy['source']}, n = {accuracy['n']})"
+    )
 
 
 def _ledger_total(ledger: dict[str, Any]) -> str:

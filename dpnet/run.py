@@ -79,8 +79,7 @@ def run_baselines(config: RunConfig) -> dict[str, Any]:
         from dpnet.baselines.rdp_admm import run_rdp_admm_baselines
 
         ledger = PrivacyLedger(delta=1e-8)
-        out["rdp-admm"] = run_rdp_admm_baselines(epsilon=eps, delta=1e-8, seed=seed,
-                                                 ledger=ledger)
+        out["rdp-admm"] = run_rdp_admm_baselines(epsilon=eps, delta=1e-8, seed=seed, ledger=ledger)
         out["rdp-admm"]["ledger"] = ledger.to_dict()
     return out
 
@@ -89,20 +88,35 @@ def _exit_code(stop_reason: str) -> int:
     return EXIT_NO_ESTIMATE if stop_reason in NO_ESTIMATE else 0
 
 
-def _finish(config: RunConfig, graph: nx.Graph, setup: SetUp, outcomes: list[MachineOutcome],
-            wall: float, backend: str) -> int:
+def _finish(
+    config: RunConfig,
+    graph: nx.Graph,
+    setup: SetUp,
+    outcomes: list[MachineOutcome],
+    wall: float,
+    backend: str,
+) -> int:
     """Rank 0: the release (report, file, summary, plot) and, if asked, the oracle file."""
     baselines = run_baselines(config) if config.baselines else None
     releases = [o.release for o in outcomes]
-    report = build_report(config, describe_topology(graph), setup.public, releases, wall,
-                          backend, baselines)
+    report = build_report(
+        config, describe_topology(graph), setup.public, releases, wall, backend, baselines
+    )
     if config.oracle_output:
         from dpnet.oracle import build_oracle_report
 
         coef, intercept = consensus_model(releases)
-        write_json_atomic(config.oracle_output, build_oracle_report(
-            config, setup.public, [o.oracle for o in outcomes], coef, intercept,
-            setup.holdout_raw))
+        write_json_atomic(
+            config.oracle_output,
+            build_oracle_report(
+                config,
+                setup.public,
+                [o.oracle for o in outcomes],
+                coef,
+                intercept,
+                setup.holdout_raw,
+            ),
+        )
     if config.output:
         write_json_atomic(config.output, report)
     if not config.quiet or config.output is None:
@@ -110,8 +124,11 @@ def _finish(config: RunConfig, graph: nx.Graph, setup: SetUp, outcomes: list[Mac
         if config.output:
             print(f"  results written to {config.output}", flush=True)
     if report["stop_reason"] in STOP_WARNINGS:  # also with --quiet
-        print(f"dpnet: warning: stop {report['stop_reason']}: "
-              f"{STOP_WARNINGS[report['stop_reason']]}", file=sys.stderr, flush=True)
+        print(
+            f"dpnet: warning: stop {report['stop_reason']}: {STOP_WARNINGS[report['stop_reason']]}",
+            file=sys.stderr,
+            flush=True,
+        )
     if config.plot:
         from dpnet.plots import plot_convergence
 
@@ -119,9 +136,12 @@ def _finish(config: RunConfig, graph: nx.Graph, setup: SetUp, outcomes: list[Mac
             plot_convergence(report, config.plot)
         except (OSError, ValueError, RuntimeError) as exc:
             kept = f"results in {config.output}" if config.output else "summary above"
-            print(f"dpnet: error: the plot {config.plot} could not be written "
-                  f"({type(exc).__name__}: {exc}); the run itself finished ({kept})",
-                  file=sys.stderr, flush=True)
+            print(
+                f"dpnet: error: the plot {config.plot} could not be written "
+                f"({type(exc).__name__}: {exc}); the run itself finished ({kept})",
+                file=sys.stderr,
+                flush=True,
+            )
             return EXIT_PLOT_FAILED
     return _exit_code(report["stop_reason"])
 
@@ -149,8 +169,9 @@ def run_inprocess(config: RunConfig) -> int:
             shards = setup.shards
     except DpnetError as exc:
         return _fail(str(exc), 0)
-    outcomes = run_in_process(graph, lambda comm: machine_main(
-        comm, shards[comm.rank], config, graph, _progress(config)))
+    outcomes = run_in_process(
+        graph, lambda comm: machine_main(comm, shards[comm.rank], config, graph, _progress(config))
+    )
     return _finish(config, graph, setup, outcomes, time.perf_counter() - start, "inprocess")
 
 
@@ -172,8 +193,8 @@ def run_mpi(config: RunConfig) -> int:
             if world.rank == 0:
                 check_output_paths(config)
             graph = validate_topology(
-                build_topology(config.topology, world.size, seed=config.topology_seed),
-                world.size)
+                build_topology(config.topology, world.size, seed=config.topology_seed), world.size
+            )
         except TopologyError as exc:
             error = f"{exc} (mpiexec started {world.size} ranks, one per machine)"
         except DpnetError as exc:
@@ -212,9 +233,11 @@ def settings_mismatch(configs: list[dict[str, Any]]) -> str | None:
         diff = [k for k in configs[0] if configs[0][k] != other.get(k)]
         if diff:
             key = diff[0]
-            return (f"rank {rank} was started with other settings than rank 0 "
-                    f"(--{key.replace('_', '-')}: {other.get(key)!r} vs {configs[0][key]!r}); "
-                    f"every rank needs the same options")
+            return (
+                f"rank {rank} was started with other settings than rank 0 "
+                f"(--{key.replace('_', '-')}: {other.get(key)!r} vs {configs[0][key]!r}); "
+                f"every rank needs the same options"
+            )
     return None
 
 
@@ -255,8 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     except DpnetError as exc:
         return _fail(str(exc), 0)
     except KeyboardInterrupt:
-        print("dpnet: interrupted: every machine stopped, nothing written", file=sys.stderr,
-              flush=True)
+        print(
+            "dpnet: interrupted: every machine stopped, nothing written",
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_INTERRUPTED
 
 

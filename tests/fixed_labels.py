@@ -23,8 +23,9 @@ from dpnet import run
 _real_randomize = boundary.randomize_labels
 
 
-def fixed_randomized_labels(y_raw: np.ndarray, keep_prob: float, rng: np.random.Generator,
-                            part: str):
+def fixed_randomized_labels(
+    y_raw: np.ndarray, keep_prob: float, rng: np.random.Generator, part: str
+):
     _, event = _real_randomize(y_raw, keep_prob, rng, part)
     key = int.from_bytes(hashlib.sha256(part.encode()).digest()[:8], "little")
     noisy = np.where(np.random.default_rng(key).random(y_raw.shape[0]) < 0.5, 1.0, -1.0)

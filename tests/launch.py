@@ -31,9 +31,15 @@ def mpiexec_path() -> str:
     return found
 
 
-def run_job(args: list[str], *, n_ranks: int | None = None, timeout: float = 120.0,
-            env: dict[str, str] | None = None, module: str = "dpnet.run",
-            cwd: Path | None = None) -> Completed:
+def run_job(
+    args: list[str],
+    *,
+    n_ranks: int | None = None,
+    timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+    module: str = "dpnet.run",
+    cwd: Path | None = None,
+) -> Completed:
     """``[mpiexec -n N] python -m module args`` (in ``cwd``); AssertionError on timeout.
 
     The repository root is put on PYTHONPATH so that test hooks (``tests.*``) import from any
@@ -45,8 +51,15 @@ def run_job(args: list[str], *, n_ranks: int | None = None, timeout: float = 120
     root = str(Path(__file__).resolve().parent.parent)
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=full_env, start_new_session=True, cwd=cwd)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+        start_new_session=True,
+        cwd=cwd,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -13,8 +13,9 @@ from skglm.penalties import WeightedGroupL2
 from skglm.solvers import GroupProxNewton
 
 
-def group_logistic_optimum(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float,
-                           weights: np.ndarray | None = None) -> np.ndarray:
+def group_logistic_optimum(
+    X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float, weights: np.ndarray | None = None
+) -> np.ndarray:
     """theta* = (beta*, b*) from skglm, solved to tol 1e-12."""
     n, p = X.shape
     labels = np.unique(groups)
@@ -26,13 +27,23 @@ def group_logistic_optimum(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam
     w = np.concatenate([w, [0.0]])
     X_aug = np.hstack([X, np.ones((n, 1))])
     solver = GroupProxNewton(tol=1e-12, max_iter=200, fit_intercept=False)
-    theta = solver.solve(X_aug, y, LogisticGroup(grp_ptr, grp_indices),
-                         WeightedGroupL2(lam / 2, w, grp_ptr, grp_indices))[0]
+    theta = solver.solve(
+        X_aug,
+        y,
+        LogisticGroup(grp_ptr, grp_indices),
+        WeightedGroupL2(lam / 2, w, grp_ptr, grp_indices),
+    )[0]
     return np.asarray(theta)
 
 
-def group_logistic_objective(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float,
-                             theta: np.ndarray, weights: np.ndarray | None = None) -> float:
+def group_logistic_objective(
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    lam: float,
+    theta: np.ndarray,
+    weights: np.ndarray | None = None,
+) -> float:
     """F at theta = (beta, b), written directly from the formula."""
     beta, b = theta[:-1], theta[-1]
     labels = np.unique(groups)

@@ -32,22 +32,30 @@ def test_reference_selects_the_true_groups(problem):
     assert np.count_nonzero(norms) < 16
 
 
-@pytest.mark.parametrize(("topology", "n_machines"), [
-    ("paper5", 5), ("ring", 5), ("star", 5), ("grid", 8), ("ring", 8), ("star", 8),
-    ("grid", 6),
-])
+@pytest.mark.parametrize(
+    ("topology", "n_machines"),
+    [
+        ("paper5", 5),
+        ("ring", 5),
+        ("star", 5),
+        ("grid", 8),
+        ("ring", 8),
+        ("star", 8),
+        ("grid", 6),
+    ],
+)
 def test_every_machine_reaches_the_centralized_optimum(problem, topology, n_machines):
     data, theta_star, f_star = problem
-    model = DecentralizedGroupLassoLogistic(LAM, topology=topology, n_machines=n_machines,
-                                            random_state=0).fit(data.X, data.y, data.groups)
+    model = DecentralizedGroupLassoLogistic(
+        LAM, topology=topology, n_machines=n_machines, random_state=0
+    ).fit(data.X, data.y, data.groups)
     assert model.stop_reason_ == "converged"
     for z in model.machine_coefs_:
         gap = (group_logistic_objective(data.X, data.y, data.groups, LAM, z) - f_star) / f_star
         assert abs(gap) < 1e-5
         assert np.abs(z - theta_star).max() < 1e-4
     # the reference's zero groups are (numerically) zero in the consensus and not reported
-    zero_groups = {g for g in range(16)
-                   if np.linalg.norm(theta_star[:-1][data.groups == g]) == 0}
+    zero_groups = {g for g in range(16) if np.linalg.norm(theta_star[:-1][data.groups == g]) == 0}
     assert max(np.abs(model.coef_[data.groups == g]).max() for g in zero_groups) < 1e-8
     assert set(model.selected_groups_) == set(range(16)) - zero_groups
 
@@ -56,7 +64,7 @@ def test_sqrt_size_weights_match_the_weighted_reference(problem):
     data, _, _ = problem
     weights = np.sqrt(np.bincount(data.groups).astype(float))
     theta_star = group_logistic_optimum(data.X, data.y, data.groups, LAM, weights)
-    model = DecentralizedGroupLassoLogistic(LAM, topology="ring", n_machines=5,
-                                            group_weights="sqrt-size").fit(
-        data.X, data.y, data.groups)
+    model = DecentralizedGroupLassoLogistic(
+        LAM, topology="ring", n_machines=5, group_weights="sqrt-size"
+    ).fit(data.X, data.y, data.groups)
     assert np.abs(np.append(model.coef_, model.intercept_) - theta_star).max() < 1e-4

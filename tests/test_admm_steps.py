@@ -40,8 +40,12 @@ def test_z_update_is_the_exact_minimiser(thresholds):
         pen = sum(t * np.linalg.norm(zz[:-1][LABELS == g]) for g, t in enumerate(thresholds))
         return pen + 0.5 * c * np.sum((zz[None] - theta_nbhd + v_out / c) ** 2)
 
-    ref = minimize(objective, z + 0.1, method="Powell",
-                   options={"xtol": 1e-12, "ftol": 1e-15, "maxiter": 200000}).x
+    ref = minimize(
+        objective,
+        z + 0.1,
+        method="Powell",
+        options={"xtol": 1e-12, "ftol": 1e-15, "maxiter": 200000},
+    ).x
     assert objective(z) <= objective(ref) + 1e-10
     assert np.allclose(z, ref, atol=1e-4)
     if thresholds[2] == 10.0:
@@ -73,15 +77,15 @@ def test_theta_update_newton_matches_scipy(loss):
     def objective(t):
         m = data.y * (data.X_aug @ t)
         return loss.value(m).sum() / data.n_total + 0.5 * c * np.sum(
-            (z_nbhd - t[None] + v_in / c) ** 2)
+            (z_nbhd - t[None] + v_in / c) ** 2
+        )
 
     theta = theta_update_newton(data, z_nbhd, v_in, np.zeros(dim), c)
     ref = minimize(objective, np.zeros(dim), method="BFGS", options={"gtol": 1e-12}).x
     assert objective(theta) <= objective(ref) + 1e-12
     assert np.allclose(theta, ref, atol=1e-6)
     # the gradient variant (paper's U steps) approaches the same point
-    slow = theta_update_gradient(data, z_nbhd, v_in, np.zeros(dim), c, n_steps=3000,
-                                 step_size=2.0)
+    slow = theta_update_gradient(data, z_nbhd, v_in, np.zeros(dim), c, n_steps=3000, step_size=2.0)
     assert np.allclose(slow, theta, atol=1e-6)
 
 
@@ -122,8 +126,9 @@ def test_all_machines_stop_in_the_same_round_on_a_long_path():
     groups = GroupStructure(PTR, IDX, np.full(3, 0.01))
     shards = [_local(n=40) for _ in range(8)]
     cfg = ADMMConfig(lam=0.08, tol=1e-6, max_rounds=3000)
-    results = run_in_process(graph, lambda comm: run_machine(
-        comm, shards[comm.rank], groups, cfg, graph))
+    results = run_in_process(
+        graph, lambda comm: run_machine(comm, shards[comm.rank], groups, cfg, graph)
+    )
     assert {r.rounds for r in results} == {results[0].rounds}
     assert results[0].stop_reason == "converged"
     zs = np.stack([r.z for r in results])
@@ -136,5 +141,6 @@ def test_a_failing_machine_stops_the_in_process_network():
     shards = [_local(n=20) for _ in range(5)]
     cfg = ADMMConfig(lam=0.08, max_rounds=100, fail_at=(2, 3))
     with pytest.raises(RuntimeError, match="injected fault on machine 2 in round 3"):
-        run_in_process(graph, lambda comm: run_machine(comm, shards[comm.rank], groups, cfg, graph),
-                       timeout=30)
+        run_in_process(
+            graph, lambda comm: run_machine(comm, shards[comm.rank], groups, cfg, graph), timeout=30
+        )

@@ -26,21 +26,31 @@ from tests.reference import group_logistic_objective, group_logistic_optimum
 LAM = 0.1
 
 
-def _problem(n_mach: int, rows: int, *, n_groups: int = 8, seed: int = 0,
-             sizes: list[int] | None = None, loss: MarginLoss | None = None):
+def _problem(
+    n_mach: int,
+    rows: int,
+    *,
+    n_groups: int = 8,
+    seed: int = 0,
+    sizes: list[int] | None = None,
+    loss: MarginLoss | None = None,
+):
     n = sum(sizes) if sizes else n_mach * rows
     data = make_group_logistic(n, n_groups=n_groups, rng=np.random.default_rng(seed))
     parts = split_rows(n, n_mach, sizes=sizes, rng=np.random.default_rng(seed + 1))
-    shards = [LocalData(np.hstack([data.X[p], np.ones((len(p), 1))]), data.y[p], n,
-                        loss or MarginLoss()) for p in parts]
+    shards = [
+        LocalData(np.hstack([data.X[p], np.ones((len(p), 1))]), data.y[p], n, loss or MarginLoss())
+        for p in parts
+    ]
     grp_ptr, grp_indices = groups_from_labels(data.groups)
     groups = GroupStructure(grp_ptr, grp_indices, np.full(n_groups, LAM / (2 * n_mach)))
     return data, shards, groups
 
 
 def _round_loop(graph, shards, groups, config):
-    return run_in_process(graph, lambda comm: run_machine(comm, shards[comm.rank], groups,
-                                                          config, graph))
+    return run_in_process(
+        graph, lambda comm: run_machine(comm, shards[comm.rank], groups, config, graph)
+    )
 
 
 def _assert_equal_runs(reference, batched):
@@ -52,10 +62,18 @@ def _assert_equal_runs(reference, batched):
     assert np.abs(z - batched.z).max() <= 1e-10
 
 
-@pytest.mark.parametrize(("topology", "n_mach"), [
-    ("ring", 1), ("ring", 5), ("paper5", 5), ("star", 5), ("grid", 8), ("ring", 8),
-    ("star", 8),
-])
+@pytest.mark.parametrize(
+    ("topology", "n_mach"),
+    [
+        ("ring", 1),
+        ("ring", 5),
+        ("paper5", 5),
+        ("star", 5),
+        ("grid", 8),
+        ("ring", 8),
+        ("star", 8),
+    ],
+)
 def test_batched_equals_the_round_loop(topology, n_mach):
     graph = build_topology(topology, n_mach)
     _, shards, groups = _problem(n_mach, 60)
@@ -72,11 +90,13 @@ def test_batched_equals_the_round_loop(topology, n_mach):
 def test_unequal_shards_and_the_unbiased_loss_equal_the_round_loop():
     """Padded rows of zero weight; the Natarajan loss; a path (H = 3) and no adaptation."""
     graph = nx.path_graph(6)
-    _, shards, groups = _problem(6, 0, sizes=[40, 75, 52, 60, 90, 45],
-                                 loss=MarginLoss("unbiased", 0.9))
+    _, shards, groups = _problem(
+        6, 0, sizes=[40, 75, 52, 60, 90, 45], loss=MarginLoss("unbiased", 0.9)
+    )
     config = ADMMConfig(lam=LAM, adapt_c=False, c=0.01, max_rounds=400)
-    _assert_equal_runs(_round_loop(graph, shards, groups, config),
-                       run_batched(shards, groups, config, graph))
+    _assert_equal_runs(
+        _round_loop(graph, shards, groups, config), run_batched(shards, groups, config, graph)
+    )
 
 
 def test_batched_theta_step_follows_each_machines_own_newton_sequence():
@@ -93,8 +113,9 @@ def test_batched_theta_step_follows_each_machines_own_newton_sequence():
         d = 4  # any d: only c d = rho enters
         c = rho[j] / d
         # z_nbhd + v_in / c averages to the centre: rows equal to it and zero multipliers
-        want = theta_update_newton(shard, np.tile(center[j], (d, 1)), np.zeros((d, dim)),
-                                   start[j], c)  # n_j = 50 >= dim: the dense system
+        want = theta_update_newton(
+            shard, np.tile(center[j], (d, 1)), np.zeros((d, dim)), start[j], c
+        )  # n_j = 50 >= dim: the dense system
         assert np.abs(want - got[j]).max() <= 1e-12
 
 
@@ -113,8 +134,16 @@ def test_non_finite_input_stops_at_the_round_loops_round():
     grp_ptr, grp_indices = groups_from_labels(np.arange(3))
     groups = GroupStructure(grp_ptr, grp_indices, np.full(3, 0.01))
     y = np.where(np.arange(10) % 2 == 0, 1.0, -1.0)
-    shards = [LocalData(np.hstack([rng.standard_normal((10, 3)) * (1e200 if j == 2 else 1.0),
-                                   np.ones((10, 1))]), y, 40) for j in range(4)]
+    shards = [
+        LocalData(
+            np.hstack(
+                [rng.standard_normal((10, 3)) * (1e200 if j == 2 else 1.0), np.ones((10, 1))]
+            ),
+            y,
+            40,
+        )
+        for j in range(4)
+    ]
     config = ADMMConfig(lam=0.1, max_rounds=500)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

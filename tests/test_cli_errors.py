@@ -72,17 +72,20 @@ def test_groups_not_covering_the_columns(capsys, tmp_path, good):
     assert "group" in msg
 
 
-@pytest.mark.parametrize(("argv", "needle"), [
-    (["--epsilon", "0"], "--epsilon"),
-    (["--epsilon", "-2"], "--epsilon"),
-    (["--keep-prob", "0.5"], "--keep-prob"),
-    (["--keep-prob", "1.2"], "--keep-prob"),
-    (["--lam", "-1"], "--lam"),
-    (["--max-rounds", "0"], "--max-rounds"),
-    (["--baselines", "svm"], "svm"),
-    (["--epsilon", "1", "--keep-prob", "0.7"], "either"),
-    (["--no-such-option"], "no-such-option"),
-])
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--epsilon", "0"], "--epsilon"),
+        (["--epsilon", "-2"], "--epsilon"),
+        (["--keep-prob", "0.5"], "--keep-prob"),
+        (["--keep-prob", "1.2"], "--keep-prob"),
+        (["--lam", "-1"], "--lam"),
+        (["--max-rounds", "0"], "--max-rounds"),
+        (["--baselines", "svm"], "svm"),
+        (["--epsilon", "1", "--keep-prob", "0.7"], "either"),
+        (["--no-such-option"], "no-such-option"),
+    ],
+)
 def test_bad_options(capsys, argv, needle):
     assert needle in _error(capsys, argv)
 
@@ -96,12 +99,43 @@ def test_exit_code_and_no_traceback_from_the_command_line(tmp_path):
 
 def test_results_file_is_complete(tmp_path):
     out = tmp_path / "sub" / "r.json"
-    assert main(["--n-samples", "400", "--epsilon", "1", "--seed", "2", "--quiet",
-                 "--output", str(out), "--topology", "star", "--machines", "4"]) == 0
+    assert (
+        main(
+            [
+                "--n-samples",
+                "400",
+                "--epsilon",
+                "1",
+                "--seed",
+                "2",
+                "--quiet",
+                "--output",
+                str(out),
+                "--topology",
+                "star",
+                "--machines",
+                "4",
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
-    for key in ("config", "seed", "topology", "privacy", "machines", "rounds", "stop_reason",
-                "objective", "max_consensus_gap", "test_accuracy", "selected_groups", "coef",
-                "intercept", "timing"):
+    for key in (
+        "config",
+        "seed",
+        "topology",
+        "privacy",
+        "machines",
+        "rounds",
+        "stop_reason",
+        "objective",
+        "max_consensus_gap",
+        "test_accuracy",
+        "selected_groups",
+        "coef",
+        "intercept",
+        "timing",
+    ):
         assert key in report
     topo = report["topology"]
     assert topo["n_nodes"] == 4 and topo["diameter"] == 2
@@ -114,8 +148,22 @@ def test_results_file_is_complete(tmp_path):
 
 def test_convergence_plot_is_written(tmp_path):
     png = tmp_path / "fig" / "conv.png"
-    assert main(["--n-samples", "300", "--seed", "1", "--quiet", "--progress-every", "5",
-                 "--plot", str(png)]) == 0
+    assert (
+        main(
+            [
+                "--n-samples",
+                "300",
+                "--seed",
+                "1",
+                "--quiet",
+                "--progress-every",
+                "5",
+                "--plot",
+                str(png),
+            ]
+        )
+        == 0
+    )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -124,6 +172,7 @@ def test_per_machine_files_must_agree_on_columns(capsys, tmp_path, good):
     for j in range(3):
         cols = 6 if j != 2 else 5
         np.savez(tmp_path / f"p-{j}.npz", X=X[:, :cols], y=y)
-    msg = _error(capsys, ["--data", str(tmp_path / "p-{rank}.npz"), "--machines", "3",
-                          "--topology", "ring"])
+    msg = _error(
+        capsys, ["--data", str(tmp_path / "p-{rank}.npz"), "--machines", "3", "--topology", "ring"]
+    )
     assert "machine 2's data has 5 columns" in msg

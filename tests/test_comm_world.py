@@ -44,15 +44,16 @@ def _machine_data(rank: int, size: int) -> tuple[LocalData, GroupStructure]:
     grp_ptr, grp_indices = groups_from_labels(data.groups)
     X_aug = np.hstack([data.X[idx], np.ones((len(idx), 1))])
     thresholds = LAM * np.ones(data.n_groups) / (2.0 * size)
-    return (LocalData(X_aug, data.y[idx], data.n_samples),
-            GroupStructure(grp_ptr, grp_indices, thresholds))
+    return (
+        LocalData(X_aug, data.y[idx], data.n_samples),
+        GroupStructure(grp_ptr, grp_indices, thresholds),
+    )
 
 
 def check_round_loop(comm, graph: nx.Graph) -> tuple[np.ndarray, int, str]:
     """The ADMM round loop: same stop round and reason on every machine."""
     data, groups = _machine_data(comm.rank, comm.size)
-    result = run_machine(comm, data, groups, ADMMConfig(lam=LAM, tol=1e-8, max_rounds=2000),
-                         graph)
+    result = run_machine(comm, data, groups, ADMMConfig(lam=LAM, tol=1e-8, max_rounds=2000), graph)
     return result.z, result.rounds, result.stop_reason
 
 
@@ -123,10 +124,13 @@ def test_setup_agreement_on_comm_world():
     world = MPISetup()
     last = world.size - 1
     assert world.agree(None) is None
-    assert world.agree("broken on the last rank" if world.rank == last else None) == \
-        "broken on the last rank"
+    assert (
+        world.agree("broken on the last rank" if world.rank == last else None)
+        == "broken on the last rank"
+    )
     configs = world.allgather({"lam": 0.2 if world.rank == last else 0.1, "tol": 1e-9})
     assert settings_mismatch(configs) == (
         f"rank {last} was started with other settings than rank 0 (--lam: 0.2 vs 0.1); "
-        "every rank needs the same options")
+        "every rank needs the same options"
+    )
     assert MPI.COMM_WORLD.allreduce(1) == world.size

@@ -416,8 +416,7 @@ def test_load_ipums(tmp_path: Path) -> None:
     np.testing.assert_allclose(Xb[:, 0], np.clip((X[:, 0] + 1) / 2, 0, 1), atol=1e-9)
     # ... but the map is row-wise: one row's image does not depend on the others
     np.savetxt(tmp_path / "one.dat", np.column_stack([X, y])[:1], fmt="%.10g")
-    np.testing.assert_array_equal(load_ipums(tmp_path / "one.dat", bounds=(-1.0, 1.0))[0][0],
-                                  Xb[0])
+    np.testing.assert_array_equal(load_ipums(tmp_path / "one.dat", bounds=(-1.0, 1.0))[0][0], Xb[0])
     # all labels 1 is a valid data set (no data-dependent label mapping)
     np.savetxt(tmp_path / "pos.dat", np.column_stack([X, np.ones(40)]), fmt="%.10g")
     assert (load_ipums(tmp_path / "pos.dat", bounds=(0, 1))[1] == 1).all()

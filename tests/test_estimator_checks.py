@@ -38,8 +38,9 @@ def test_predicts_the_users_labels():
 def test_public_classes_let_a_one_class_shard_fit():
     """With classes declared (public), a training set holding one class is valid input."""
     X, _ = _data()
-    model = DecentralizedGroupLassoLogistic(0.1, epsilon=1.0, classes=("no", "yes"),
-                                            random_state=0).fit(X, np.full(len(X), "yes"))
+    model = DecentralizedGroupLassoLogistic(
+        0.1, epsilon=1.0, classes=("no", "yes"), random_state=0
+    ).fit(X, np.full(len(X), "yes"))
     assert model.privacy_["classes_public"] and set(model.predict(X)) <= {"no", "yes"}
     with pytest.raises(ValueError, match="Only binary classification"):
         DecentralizedGroupLassoLogistic().fit(X, np.full(len(X), "yes"))

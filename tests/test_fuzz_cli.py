@@ -26,8 +26,22 @@ LABEL = st.sampled_from(["1", "0", "-1", "1.0", "-1.0"])
 BAD_LABEL = st.sampled_from(["2", "yes", "nan", "", "0.5"])
 
 
-BAD_NUMBER = st.sampled_from(["0", "-1", "37", "800", "1e308", "nan", "inf", "-inf", "x", "",
-                              "2.5", "99999999999999999999999"])
+BAD_NUMBER = st.sampled_from(
+    [
+        "0",
+        "-1",
+        "37",
+        "800",
+        "1e308",
+        "nan",
+        "inf",
+        "-inf",
+        "x",
+        "",
+        "2.5",
+        "99999999999999999999999",
+    ]
+)
 GOOD = {
     "--lam": st.floats(1e-4, 10).map(repr),
     "--epsilon": st.sampled_from(["0.1", "1", "5", "36", "inf"]),
@@ -56,8 +70,9 @@ def data_files(draw):
     the domain (one bad cell each, so that most examples are valid)."""
     n = draw(st.integers(1, 24))
     p = draw(st.integers(1, 4))
-    X = np.array(draw(st.lists(st.lists(st.floats(-5, 5), min_size=p, max_size=p),
-                               min_size=n, max_size=n)))
+    X = np.array(
+        draw(st.lists(st.lists(st.floats(-5, 5), min_size=p, max_size=p), min_size=n, max_size=n))
+    )
     labels = draw(st.lists(LABEL, min_size=n, max_size=n))
     if draw(st.integers(0, 3)) == 0:
         X[draw(st.integers(0, n - 1)), draw(st.integers(0, p - 1))] = draw(SPECIAL_FEATURE)
@@ -67,43 +82,50 @@ def data_files(draw):
     return kind, X, labels, draw(st.booleans()), draw(st.booleans())
 
 
-def _write(directory: Path, kind: str, X: np.ndarray, labels: list[str], header: bool,
-           bom: bool) -> Path:
+def _write(
+    directory: Path, kind: str, X: np.ndarray, labels: list[str], header: bool, bom: bool
+) -> Path:
     if kind == "npz":
         path = directory / "d.npz"
         np.savez(path, X=X, y=np.array(labels))  # text labels: the loader maps them
         return path
     if kind == "libsvm":
         path = directory / "d.libsvm"
-        lines = [f"{lab} " + " ".join(f"{j + 1}:{v!r}" for j, v in enumerate(row))
-                 for row, lab in zip(X, labels, strict=True)]
+        lines = [
+            f"{lab} " + " ".join(f"{j + 1}:{v!r}" for j, v in enumerate(row))
+            for row, lab in zip(X, labels, strict=True)
+        ]
     else:
         path = directory / "d.csv"
-        lines = ([",".join([*(f"f{j}" for j in range(X.shape[1])), "y"])] if header else [])
-        lines += [",".join([*(repr(float(v)) for v in row), lab])
-                  for row, lab in zip(X, labels, strict=True)]
-    path.write_bytes(("\ufeff" if bom and kind == "csv" else "").encode()
-                     + "\n".join(lines).encode() + b"\n")
+        lines = [",".join([*(f"f{j}" for j in range(X.shape[1])), "y"])] if header else []
+        lines += [
+            ",".join([*(repr(float(v)) for v in row), lab])
+            for row, lab in zip(X, labels, strict=True)
+        ]
+    path.write_bytes(
+        ("\ufeff" if bom and kind == "csv" else "").encode() + "\n".join(lines).encode() + b"\n"
+    )
     return path
 
 
-@settings(max_examples=80, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=data_files(), opts=options())
 def test_cli_never_crashes_or_drops_rows(data, opts):
     kind, X, labels, header, bom = data
     with tempfile.TemporaryDirectory() as tmp:
         path = _write(Path(tmp), kind, X, labels, header, bom)
         out = Path(tmp) / "r.json"
-        argv = ["--data", str(path), *opts, "--max-rounds", "20", "--quiet", "--output",
-                str(out)]
+        argv = ["--data", str(path), *opts, "--max-rounds", "20", "--quiet", "--output", str(out)]
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             code = main(argv)
         err_lines = [ln for ln in stderr.getvalue().splitlines() if ln.strip()]
         if code == 2:
-            assert len(err_lines) == 1 and err_lines[0].startswith("dpnet: error: "), \
-                err_lines
+            assert len(err_lines) == 1 and err_lines[0].startswith("dpnet: error: "), err_lines
             assert not out.exists()
             event("refused: " + err_lines[0].replace(tmp, "")[14:40])
             return

@@ -40,8 +40,9 @@ def test_each_machine_flips_with_probability_one_minus_p(epsilon):
         pos = y == 1
         rate_pos = np.mean(noisy[pos] != y[pos])
         rate_neg = np.mean(noisy[~pos] != y[~pos])
-        assert abs(rate_pos - rate_neg) < 4 * math.sqrt(p * (1 - p) * (1 / pos.sum()
-                                                                    + 1 / (~pos).sum()))
+        assert abs(rate_pos - rate_neg) < 4 * math.sqrt(
+            p * (1 - p) * (1 / pos.sum() + 1 / (~pos).sum())
+        )
         flips.append(noisy != y)
     assert not np.array_equal(flips[0], flips[1])
 
@@ -49,9 +50,9 @@ def test_each_machine_flips_with_probability_one_minus_p(epsilon):
 def test_reported_epsilon_and_no_flip_counts():
     data = make_group_logistic(3000, rng=np.random.default_rng(0))
     eps = 0.8
-    model = DecentralizedGroupLassoLogistic(0.15, epsilon=eps, topology="ring", n_machines=5,
-                                            random_state=4, tol=1e-6).fit(
-        data.X, data.y, data.groups)
+    model = DecentralizedGroupLassoLogistic(
+        0.15, epsilon=eps, topology="ring", n_machines=5, random_state=4, tol=1e-6
+    ).fit(data.X, data.y, data.groups)
     privacy = model.privacy_
     p = math.exp(eps) / (1 + math.exp(eps))
     assert privacy["epsilon"] == pytest.approx(eps, rel=1e-12) and privacy["epsilon"] <= eps
@@ -78,14 +79,14 @@ def test_unbounded_unbiased_objective_is_reported_as_diverged():
     """At epsilon = 0.1 the flip-corrected loss l(m) - k m (k = 9.5) has no minimiser on this
     data: the run must say so instead of claiming convergence on a run-away iterate."""
     data = make_group_logistic(2000, rng=np.random.default_rng(0))
-    diverged = DecentralizedGroupLassoLogistic(0.1, epsilon=0.1, loss="unbiased",
-                                               n_machines=5, random_state=3).fit(
-        data.X, data.y, data.groups)
+    diverged = DecentralizedGroupLassoLogistic(
+        0.1, epsilon=0.1, loss="unbiased", n_machines=5, random_state=3
+    ).fit(data.X, data.y, data.groups)
     assert diverged.stop_reason_ == "diverged"
     assert np.linalg.norm(diverged.machine_coefs_, axis=1).max() > 1e3
-    bounded = DecentralizedGroupLassoLogistic(0.1, epsilon=3.0, loss="unbiased",
-                                              n_machines=5, random_state=3).fit(
-        data.X, data.y, data.groups)
+    bounded = DecentralizedGroupLassoLogistic(
+        0.1, epsilon=3.0, loss="unbiased", n_machines=5, random_state=3
+    ).fit(data.X, data.y, data.groups)
     assert bounded.stop_reason_ == "converged"
 
 
@@ -95,8 +96,9 @@ def test_held_out_rows_are_flipped_at_the_claimed_rate(epsilon):
     flips with probability 1 - p: half the flips (a weaker guarantee than recorded) fails."""
     from dpnet.job import prepare_problem
 
-    config = RunConfig(epsilon=epsilon, n_samples=200, n_test=20_000, seed=5,
-                       oracle_output="unused.json").validate()
+    config = RunConfig(
+        epsilon=epsilon, n_samples=200, n_test=20_000, seed=5, oracle_output="unused.json"
+    ).validate()
     setup = prepare_problem(config, 5)
     flipped = int(np.count_nonzero(setup.public.evaluation.y != setup.holdout_raw))
     p = config.keep_probability

@@ -120,8 +120,10 @@ def test_local_and_cluster_launchers_start_ranks(tmp_path: Path) -> None:
     env = dict(os.environ, DPNET_VENV=sys.prefix)
     hosts = tmp_path / "hosts"
     hosts.write_text("localhost:2\n")  # hydra starts local hosts without ssh
-    for args in ([str(LAUNCH / "local.sh"), "-n", "2", "--help"],
-                 [str(LAUNCH / "cluster.sh"), str(hosts), "--help"]):
+    for args in (
+        [str(LAUNCH / "local.sh"), "-n", "2", "--help"],
+        [str(LAUNCH / "cluster.sh"), str(hosts), "--help"],
+    ):
         proc = _launcher_help(args, env)
         assert proc.returncode == 0, proc.stderr
         assert "usage" in proc.stdout.lower()

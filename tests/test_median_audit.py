@@ -55,8 +55,9 @@ def test_objective_perturbation_audit_no_violation():
     def mech(data, rng):
         return dp_objective_perturbation(*data, rng=rng, **kw)[0]
 
-    res = audit_epsilon(mech, d0, d1, n_trials=3000, rng=np.random.default_rng(0),
-                        statistic=lambda t: t[0] + t[1])
+    res = audit_epsilon(
+        mech, d0, d1, n_trials=3000, rng=np.random.default_rng(0), statistic=lambda t: t[0] + t[1]
+    )
     assert res.epsilon_lower <= EPS
 
 
@@ -66,17 +67,28 @@ def test_irls_output_perturbation_audit(noise_factor, caught):
     n, lam = 10, 1.0
     rest = 1e3 * np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
     d0, d1 = _pair(n, (1.0, 1e3), (1.0, -1e3), rest)
-    fit = {id(d): irls_fit(*d, lam=lam, e=0.05, x_bound=1.0, intercept_ridge=lam)[0]
-           for d in (d0, d1)}  # the non-random part of dp_irls, computed once per dataset
-    l1 = np.sqrt(2) * (1 + 2 * CERT_SLACK) * irls_l2_sensitivity(n, lam=lam, intercept_ridge=lam,
-                                                                 x_bound=1.0)
+    fit = {
+        id(d): irls_fit(*d, lam=lam, e=0.05, x_bound=1.0, intercept_ridge=lam)[0] for d in (d0, d1)
+    }  # the non-random part of dp_irls, computed once per dataset
+    l1 = (
+        np.sqrt(2)
+        * (1 + 2 * CERT_SLACK)
+        * irls_l2_sensitivity(n, lam=lam, intercept_ridge=lam, x_bound=1.0)
+    )
 
     def mech(data, rng):
-        return laplace_mechanism(fit[id(data)], l1_sensitivity=l1 * noise_factor, epsilon=EPS,
-                                 rng=rng)
+        return laplace_mechanism(
+            fit[id(data)], l1_sensitivity=l1 * noise_factor, epsilon=EPS, rng=rng
+        )
 
-    res = audit_epsilon(mech, d0, d1, n_trials=20_000, rng=np.random.default_rng(1),
-                        statistic=_llr_statistic(fit[id(d0)], fit[id(d1)]))
+    res = audit_epsilon(
+        mech,
+        d0,
+        d1,
+        n_trials=20_000,
+        rng=np.random.default_rng(1),
+        statistic=_llr_statistic(fit[id(d0)], fit[id(d1)]),
+    )
     assert (res.epsilon_lower > EPS) is caught
     if not caught:
         assert res.epsilon_lower > 0.5 * EPS  # the audit is sharp enough to matter
@@ -88,8 +100,15 @@ def test_coordinate_descent_audit(eps_run, caught):
     n = 20
     rest = np.random.default_rng(5).uniform(-1, 1, n)
     d0, d1 = _pair(n, (1.0, 1.0), (-1.0, 1.0), rest)
-    kw = {"lam": 0.0, "n_splits": 1, "step": 30.0, "x_bound": 1.0, "y_bound": 1.0,
-          "beta_bound": 10.0, "theta0": np.zeros(2)}
+    kw = {
+        "lam": 0.0,
+        "n_splits": 1,
+        "step": 30.0,
+        "x_bound": 1.0,
+        "y_bound": 1.0,
+        "beta_bound": 10.0,
+        "theta0": np.zeros(2),
+    }
 
     def mech(data, rng):
         return dp_coordinate_descent(*data, epsilon=eps_run, rng=rng, **kw)[0][1]

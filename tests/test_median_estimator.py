@@ -40,9 +40,15 @@ def test_exact_method_matches_lp_and_is_recorded_non_private(data):
     assert est.privacy_["total"]["pure_epsilon"] == "inf"
 
 
-@pytest.mark.parametrize("method, extra", [("objective", {}), ("irls", {}),
-                                           ("coordinate", {"y_bound": 10.0}),
-                                           ("coordinate", {"y_bound": 10.0, "init": "private"})])
+@pytest.mark.parametrize(
+    "method, extra",
+    [
+        ("objective", {}),
+        ("irls", {}),
+        ("coordinate", {"y_bound": 10.0}),
+        ("coordinate", {"y_bound": 10.0, "init": "private"}),
+    ],
+)
 def test_privacy_spent_is_epsilon(data, method, extra):
     X, y = data
     ledger = PrivacyLedger()
@@ -58,14 +64,16 @@ def _mean_error(method, n, eps, seeds=range(4), **kw):
     ref = exact_lad(X, np.clip(y, -10, 10), PAPER_PARAMS["lam"])
     errs = []
     for s in seeds:
-        est = DPMedianRegressor(method=method, epsilon=eps, random_state=s,
-                                **{**PAPER_PARAMS, **kw}).fit(X, y)
+        est = DPMedianRegressor(
+            method=method, epsilon=eps, random_state=s, **{**PAPER_PARAMS, **kw}
+        ).fit(X, y)
         errs.append(np.linalg.norm(np.r_[est.intercept_, est.coef_] - ref))
     return float(np.mean(errs))
 
 
-@pytest.mark.parametrize("method, kw", [("objective", {}), ("irls", {}),
-                                        ("coordinate", {"step": 10.0})])
+@pytest.mark.parametrize(
+    "method, kw", [("objective", {}), ("irls", {}), ("coordinate", {"step": 10.0})]
+)
 def test_error_falls_with_n_and_epsilon(method, kw):
     small_n, big_n = 2000, 40_000
     e_small = _mean_error(method, small_n, 0.5, **kw)
@@ -116,7 +124,8 @@ def test_bad_input_raises_clear_errors(data, kwargs, X, y, error):
 def test_predict_before_fit_and_wrong_width():
     with pytest.raises(ConfigError):
         DPMedianRegressor().predict(np.zeros((2, 3)))
-    est = DPMedianRegressor(method="exact", lam=0.0).fit(*simulate_median_data(
-        100, rng=np.random.default_rng(0)))
+    est = DPMedianRegressor(method="exact", lam=0.0).fit(
+        *simulate_median_data(100, rng=np.random.default_rng(0))
+    )
     with pytest.raises(DataError):
         est.predict(np.zeros((2, 4)))

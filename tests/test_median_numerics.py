@@ -48,7 +48,7 @@ def test_ridge_lad_exact_matches_qp_reference():
     Z = np.hstack([np.ones((n, 1)), X])
 
     def fun(v):
-        return v[d + 1:].sum() / n + 0.5 * lam * v[1 : d + 1] @ v[1 : d + 1]
+        return v[d + 1 :].sum() / n + 0.5 * lam * v[1 : d + 1] @ v[1 : d + 1]
 
     def jac(v):
         return np.r_[0.0, lam * v[1 : d + 1], np.full(n, 1.0 / n)]
@@ -56,8 +56,14 @@ def test_ridge_lad_exact_matches_qp_reference():
     A = np.block([[Z, np.eye(n)], [-Z, np.eye(n)]])  # t - r >= 0 and t + r >= 0
     cons = {"type": "ineq", "fun": lambda v: A @ v - np.r_[y, -y], "jac": lambda v: A}
     v0 = np.r_[np.zeros(d + 1), np.abs(y) + 1.0]
-    ref = optimize.minimize(fun, v0, jac=jac, constraints=[cons], method="SLSQP",
-                            options={"ftol": 1e-14, "maxiter": 1000})
+    ref = optimize.minimize(
+        fun,
+        v0,
+        jac=jac,
+        constraints=[cons],
+        method="SLSQP",
+        options={"ftol": 1e-14, "maxiter": 1000},
+    )
     assert ref.success
     exact = ridge_lad_exact(X, y, lam)
     np.testing.assert_allclose(exact, ref.x[: d + 1], atol=1e-6)
@@ -79,8 +85,13 @@ def _scipy_minimise(X, y, value, deriv, ridge, linear):
         psi = deriv(residuals(X, y, th))
         return np.r_[psi.mean(), X.T @ psi / n] + ridge * th + linear
 
-    res = optimize.minimize(f, np.zeros(X.shape[1] + 1), jac=g, method="L-BFGS-B",
-                            options={"gtol": 1e-12, "ftol": 1e-16, "maxiter": 10_000})
+    res = optimize.minimize(
+        f,
+        np.zeros(X.shape[1] + 1),
+        jac=g,
+        method="L-BFGS-B",
+        options={"gtol": 1e-12, "ftol": 1e-16, "maxiter": 10_000},
+    )
     return res.x
 
 
@@ -103,8 +114,12 @@ def test_irls_fixed_point_minimises_log_smoothed_objective(data):
     theta, iters = irls_fit(X, y, lam=lam, e=e, x_bound=1.0, intercept_ridge=a_mu)
     assert 1 <= iters <= 200
     ref = _scipy_minimise(
-        X, y, lambda r: log_smoothed_abs(r, e), lambda r: log_smoothed_abs_derivative(r, e),
-        np.r_[a_mu, np.full(3, lam)], np.zeros(4),
+        X,
+        y,
+        lambda r: log_smoothed_abs(r, e),
+        lambda r: log_smoothed_abs_derivative(r, e),
+        np.r_[a_mu, np.full(3, lam)],
+        np.zeros(4),
     )
     np.testing.assert_allclose(theta, ref, atol=1e-6)
 

@@ -54,8 +54,9 @@ def test_objective_perturbation_noise_sensitivity_is_2G_and_tight():
         return -np.r_[psi.sum(), Xd.T @ psi] - len(yd) * M @ theta
 
     worst = _max_over_neighbours(b_of, X, y, _extreme_records(2, (-50.0, 50.0, 0.3)), 2)
-    bound = calibrate_objective_perturbation(30, 1.0, gamma=gamma, lam=0.01, intercept_ridge=0.1,
-                                             x_bound=X_BOUND).sensitivity
+    bound = calibrate_objective_perturbation(
+        30, 1.0, gamma=gamma, lam=0.01, intercept_ridge=0.1, x_bound=X_BOUND
+    ).sensitivity
     assert bound == pytest.approx(2 * design_norm_bound(X_BOUND))
     assert worst <= bound * (1 + 1e-12)
     assert worst >= 0.999 * bound  # attained: same x, residuals on opposite sides
@@ -81,8 +82,9 @@ def test_jacobian_ratio_bound_holds_and_is_attained():
             Xa, ya, Xb, yb = X.copy(), y.copy(), X.copy(), y.copy()
             Xa[-1], ya[-1], Xb[-1], yb[-1] = x_new, y_new, x_new, y_alt
             worst = max(worst, logdet(Xa, ya) - logdet(Xb, yb))
-    bound = jacobian_log_bound(n, gamma=gamma, lam=lam, intercept_ridge=a_mu, x_bound=X_BOUND,
-                               extra=extra)
+    bound = jacobian_log_bound(
+        n, gamma=gamma, lam=lam, intercept_ridge=a_mu, x_bound=X_BOUND, extra=extra
+    )
     assert worst <= bound + 1e-12
     assert worst >= 0.999 * bound
     c, big_lambda = design_norm_bound(X_BOUND) ** 2 / gamma, min(a_mu, lam) + extra
@@ -93,8 +95,9 @@ def test_jacobian_ratio_bound_holds_and_is_attained():
 @pytest.mark.parametrize("epsilon", [0.1, 1.0, 5.0])
 def test_objective_perturbation_budget_adds_up(epsilon):
     for n in (500, 5000, 5_000_000):
-        cal = calibrate_objective_perturbation(n, epsilon, gamma=0.05, lam=0.002,
-                                               intercept_ridge=1 / math.sqrt(n), x_bound=1.0)
+        cal = calibrate_objective_perturbation(
+            n, epsilon, gamma=0.05, lam=0.002, intercept_ridge=1 / math.sqrt(n), x_bound=1.0
+        )
         assert cal.noise_epsilon + cal.jacobian_log == pytest.approx(epsilon, rel=1e-12)
         assert cal.noise_epsilon >= epsilon / 2 * (1 - 1e-12)
         if cal.extra_ridge > 0:
@@ -138,7 +141,6 @@ def test_coordinate_step_sensitivities():
     assert worst_u <= bound_u * (1 + 1e-12)
     assert worst_u >= 0.999 * bound_u  # attained on a diagonal row
     worst_mu = _max_over_neighbours(mu_stat, X, y, cands, 1)
-    bound_mu = coordinate_mu_sensitivity(m, x_bound=X_BOUND, y_bound=y_bound,
-                                         beta_bound=beta_bound)
+    bound_mu = coordinate_mu_sensitivity(m, x_bound=X_BOUND, y_bound=y_bound, beta_bound=beta_bound)
     assert worst_mu <= bound_mu * (1 + 1e-12)
     assert worst_mu >= 0.999 * bound_mu

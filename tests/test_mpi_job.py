@@ -41,9 +41,24 @@ def test_mpi_ring8_reaches_the_centralized_optimum(tmp_path):
     groups = np.repeat(np.arange(4), 3)
     np.savez(tmp_path / "d.npz", X=X, y=y, groups=groups)
     lam = 0.1
-    res = run_job(["--data", str(tmp_path / "d.npz"), "--test-fraction", "0", "--topology",
-                   "ring", "--lam", str(lam), "--seed", "1", "--quiet",
-                   "--output", str(tmp_path / "r.json")], n_ranks=8)
+    res = run_job(
+        [
+            "--data",
+            str(tmp_path / "d.npz"),
+            "--test-fraction",
+            "0",
+            "--topology",
+            "ring",
+            "--lam",
+            str(lam),
+            "--seed",
+            "1",
+            "--quiet",
+            "--output",
+            str(tmp_path / "r.json"),
+        ],
+        n_ranks=8,
+    )
     assert res.returncode == 0, res.stderr
     report = _load(tmp_path / "r.json")
     data = load_dataset(tmp_path / "d.npz")
@@ -52,8 +67,10 @@ def test_mpi_ring8_reaches_the_centralized_optimum(tmp_path):
     theta = np.append(report["coef"], report["intercept"])
     assert report["stop_reason"] == "converged"
     assert report["n_machines"] == 8 and report["topology"]["n_nodes"] == 8
-    assert abs(group_logistic_objective(data.X, data.y, data.groups, lam, theta) - f_star) \
+    assert (
+        abs(group_logistic_objective(data.X, data.y, data.groups, lam, theta) - f_star)
         < 1e-5 * f_star
+    )
     assert np.abs(theta - theta_star).max() < 1e-4
     assert report["max_consensus_gap"] < 1e-4
     # every message went to a graph neighbour: two per round per neighbour (ring degree 2)
@@ -79,12 +96,15 @@ def test_mpiexec_n1_runs_one_mpi_rank():
     assert "dpnet: 1 machine on 'ring' (mpi)" in res.stdout
 
 
-@pytest.mark.parametrize(("n_ranks", "args", "message"), [
-    (4, ["--topology", "paper5"], "paper5"),
-    (5, ["--topology", "moebius"], "moebius"),
-    (5, ["--data", "/nonexistent/file.npz"], "/nonexistent/file.npz"),
-    (5, ["--epsilon", "-1"], "--epsilon"),
-])
+@pytest.mark.parametrize(
+    ("n_ranks", "args", "message"),
+    [
+        (4, ["--topology", "paper5"], "paper5"),
+        (5, ["--topology", "moebius"], "moebius"),
+        (5, ["--data", "/nonexistent/file.npz"], "/nonexistent/file.npz"),
+        (5, ["--epsilon", "-1"], "--epsilon"),
+    ],
+)
 def test_bad_input_under_mpi_fails_fast_on_every_rank(n_ranks, args, message):
     res = run_job(args, n_ranks=n_ranks, timeout=60)
     assert res.returncode != 0
@@ -94,8 +114,7 @@ def test_bad_input_under_mpi_fails_fast_on_every_rank(n_ranks, args, message):
 
 
 def test_a_rank_that_raises_aborts_the_whole_job():
-    res = run_job(["--n-samples", "500"], n_ranks=5, timeout=60,
-                  env={"DPNET_FAIL_AT": "3:5"})
+    res = run_job(["--n-samples", "500"], n_ranks=5, timeout=60, env={"DPNET_FAIL_AT": "3:5"})
     assert res.returncode != 0
     assert "rank 3 failed: RuntimeError: injected fault on machine 3 in round 5" in res.stderr
     assert "Traceback" not in res.stderr
@@ -110,11 +129,28 @@ def test_each_rank_loads_its_own_shard(tmp_path):
         np.savez(tmp_path / f"part-{j}.npz", X=data.X[idx], y=data.y[idx], groups=data.groups)
     np.savez(tmp_path / "all.npz", X=data.X, y=data.y, groups=data.groups)
     common = ["--seed", "4", "--epsilon", "1", "--quiet", "--test-fraction", "0"]
-    own = run_job(["--data", str(tmp_path / "part-{rank}.npz"), *common,
-                   "--output", str(tmp_path / "own.json")], n_ranks=5)
+    own = run_job(
+        [
+            "--data",
+            str(tmp_path / "part-{rank}.npz"),
+            *common,
+            "--output",
+            str(tmp_path / "own.json"),
+        ],
+        n_ranks=5,
+    )
     assert own.returncode == 0, own.stderr
-    split = run_job(["--data", str(tmp_path / "all.npz"), *common, "--machines", "5",
-                     "--output", str(tmp_path / "split.json")])
+    split = run_job(
+        [
+            "--data",
+            str(tmp_path / "all.npz"),
+            *common,
+            "--machines",
+            "5",
+            "--output",
+            str(tmp_path / "split.json"),
+        ]
+    )
     assert split.returncode == 0, split.stderr
     a, b = _load(tmp_path / "own.json"), _load(tmp_path / "split.json")
     assert a["data_layout"] == "each machine loaded its own file"

@@ -47,8 +47,9 @@ def test_non_finite_iterate_stops_every_machine_in_the_same_round():
     grp_ptr, grp_indices = groups_from_labels(np.arange(3))
 
     def machine(comm):
-        X = np.hstack([rng.standard_normal((10, 3)) * (1e200 if comm.rank == 2 else 1.0),
-                       np.ones((10, 1))])
+        X = np.hstack(
+            [rng.standard_normal((10, 3)) * (1e200 if comm.rank == 2 else 1.0), np.ones((10, 1))]
+        )
         data = LocalData(X, np.where(np.arange(10) % 2 == 0, 1.0, -1.0), 40)
         groups = GroupStructure(grp_ptr, grp_indices, np.full(3, 0.01))
         return run_machine(comm, data, groups, ADMMConfig(lam=0.1, max_rounds=500), graph)
@@ -61,8 +62,22 @@ def test_non_finite_iterate_stops_every_machine_in_the_same_round():
 def test_non_finite_run_exits_3_with_valid_json(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(admm, "local_objective", lambda data, theta: math.nan)
     out = tmp_path / "r.json"
-    assert main(["--n-samples", "200", "--n-test", "50", "--quiet", "--output", str(out),
-                 "--max-rounds", "1000"]) == 3
+    assert (
+        main(
+            [
+                "--n-samples",
+                "200",
+                "--n-test",
+                "50",
+                "--quiet",
+                "--output",
+                str(out),
+                "--max-rounds",
+                "1000",
+            ]
+        )
+        == 3
+    )
     text = out.read_text()
     report = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
     assert report["stop_reason"] == "non-finite" and report["rounds"] < 10
@@ -88,13 +103,16 @@ def _csv_rows(n: int, labels: list[str]) -> list[str]:
     return [f"{a},{b},{labels[i % 2]}" for i, (a, b) in enumerate(X)]
 
 
-@pytest.mark.parametrize(("header", "bom", "labels", "domain"), [
-    (False, False, ["no", "yes"], "no,yes"),   # text labels, no header: row 1 is data
-    (True, False, ["no", "yes"], "no,yes"),
-    (False, True, ["0", "1"], None),           # byte-order mark before row 1
-    (True, True, ["0", "1"], None),
-    (False, False, ["0", "1"], None),
-])
+@pytest.mark.parametrize(
+    ("header", "bom", "labels", "domain"),
+    [
+        (False, False, ["no", "yes"], "no,yes"),  # text labels, no header: row 1 is data
+        (True, False, ["no", "yes"], "no,yes"),
+        (False, True, ["0", "1"], None),  # byte-order mark before row 1
+        (True, True, ["0", "1"], None),
+        (False, False, ["0", "1"], None),
+    ],
+)
 def test_csv_loader_never_drops_a_row(tmp_path, header, bom, labels, domain):
     lines = (["a,b,y"] if header else []) + _csv_rows(200, labels)
     path = tmp_path / "d.csv"
@@ -111,21 +129,24 @@ def test_csv_loader_never_drops_a_row(tmp_path, header, bom, labels, domain):
 # ------------------------------------------------------------------ invalid numbers, paths
 
 
-@pytest.mark.parametrize(("argv", "needle"), [
-    (["--epsilon", "800"], "rounds to 1"),
-    (["--epsilon", "1e9"], "rounds to 1"),
-    (["--epsilon", "40"], "rounds to 1"),
-    (["--epsilon", "nan"], "--epsilon"),
-    (["--seed", "-1"], "--seed"),
-    (["--topology-seed", "-3"], "--topology-seed"),
-    (["--tol", "inf"], "--tol"),
-    (["--tol", "nan"], "--tol"),
-    (["--lam", "inf"], "--lam"),
-    (["--lam", "nan"], "--lam"),
-    (["--c", "inf"], "--c"),
-    (["--max-coef-norm", "nan"], "--max-coef-norm"),
-    (["--beta-step-size", "inf"], "--beta-step-size"),
-])
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--epsilon", "800"], "rounds to 1"),
+        (["--epsilon", "1e9"], "rounds to 1"),
+        (["--epsilon", "40"], "rounds to 1"),
+        (["--epsilon", "nan"], "--epsilon"),
+        (["--seed", "-1"], "--seed"),
+        (["--topology-seed", "-3"], "--topology-seed"),
+        (["--tol", "inf"], "--tol"),
+        (["--tol", "nan"], "--tol"),
+        (["--lam", "inf"], "--lam"),
+        (["--lam", "nan"], "--lam"),
+        (["--c", "inf"], "--c"),
+        (["--max-coef-norm", "nan"], "--max-coef-norm"),
+        (["--beta-step-size", "inf"], "--beta-step-size"),
+    ],
+)
 def test_invalid_numbers_exit_2_before_any_work(capsys, argv, needle):
     assert needle in _error_line(capsys, argv)
 
@@ -158,11 +179,12 @@ def test_output_paths_are_checked_before_the_first_round(capsys, tmp_path):
     (tmp_path / "afile").write_text("x")
     assert "is a directory" in _error_line(capsys, ["--output", str(tmp_path)])
     assert "is not a directory" in _error_line(
-        capsys, ["--output", str(tmp_path / "afile" / "r.json")])
+        capsys, ["--output", str(tmp_path / "afile" / "r.json")]
+    )
     assert "--plot" in _error_line(capsys, ["--plot", str(tmp_path / "afile" / "c.png")])
     assert "other output" in _error_line(
-        capsys, ["--output", str(tmp_path / "r.json"), "--oracle-output",
-                 str(tmp_path / "r.json")])
+        capsys, ["--output", str(tmp_path / "r.json"), "--oracle-output", str(tmp_path / "r.json")]
+    )
     assert "--plot" in _error_line(capsys, ["--plot", str(tmp_path / "c.unknownformat")])
 
 
@@ -174,8 +196,23 @@ def test_failed_plot_after_a_good_run_keeps_the_results(tmp_path, capsys, monkey
 
     monkeypatch.setattr(dpnet.plots, "plot_convergence", broken)
     out = tmp_path / "r.json"
-    assert main(["--n-samples", "200", "--n-test", "50", "--output", str(out),
-                 "--plot", str(tmp_path / "c.png"), "--progress-every", "0"]) == 4
+    assert (
+        main(
+            [
+                "--n-samples",
+                "200",
+                "--n-test",
+                "50",
+                "--output",
+                str(out),
+                "--plot",
+                str(tmp_path / "c.png"),
+                "--progress-every",
+                "0",
+            ]
+        )
+        == 4
+    )
     captured = capsys.readouterr()
     assert json.loads(out.read_text())["stop_reason"] == "converged"
     assert "dpnet: 5 machines" in captured.out  # the summary is still shown
@@ -183,14 +220,19 @@ def test_failed_plot_after_a_good_run_keeps_the_results(tmp_path, capsys, monkey
 
 
 def test_shard_size_messages(capsys, tmp_path):
-    assert "need 5 sizes summing to the 2500 training rows;" in _error_line(
-        capsys, ["--n-samples", "2500", "--shard-sizes", "1,2"]) + ";"
+    assert (
+        "need 5 sizes summing to the 2500 training rows;"
+        in _error_line(capsys, ["--n-samples", "2500", "--shard-sizes", "1,2"]) + ";"
+    )
     X = np.random.default_rng(0).standard_normal((100, 3))
     np.savez(tmp_path / "d.npz", X=X, y=np.where(X[:, 0] > 0, 1.0, -1.0))
-    assert "need 5 sizes summing to the 75 training rows (after holding out 25 test rows)" in \
-        _error_line(capsys, ["--data", str(tmp_path / "d.npz"), "--shard-sizes", "70,1,1,1,1"])
+    assert (
+        "need 5 sizes summing to the 75 training rows (after holding out 25 test rows)"
+        in _error_line(capsys, ["--data", str(tmp_path / "d.npz"), "--shard-sizes", "70,1,1,1,1"])
+    )
     assert "does not apply" in _error_line(
-        capsys, ["--data", "part-{rank}.npz", "--shard-sizes", "1,1,1,1,1"])
+        capsys, ["--data", "part-{rank}.npz", "--shard-sizes", "1,1,1,1,1"]
+    )
 
 
 def test_messages_say_what_is_wrong(capsys, tmp_path):
@@ -208,10 +250,30 @@ def test_messages_say_what_is_wrong(capsys, tmp_path):
 def test_ctrl_c_ends_an_inprocess_run_at_once(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dpnet.run", "--machines", "5", "--n-samples", "3000",
-         "--tol", "1e-300", "--max-rounds", "1000000", "--no-adapt-c", "--c", "1e-6",
-         "--progress-every", "1", "--output", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "dpnet.run",
+            "--machines",
+            "5",
+            "--n-samples",
+            "3000",
+            "--tol",
+            "1e-300",
+            "--max-rounds",
+            "1000000",
+            "--no-adapt-c",
+            "--c",
+            "1e-6",
+            "--progress-every",
+            "1",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stderr.readline().startswith("round")  # the rounds are running
     start = time.monotonic()
     proc.send_signal(signal.SIGINT)
@@ -227,8 +289,24 @@ def test_ctrl_c_ends_an_inprocess_run_at_once(tmp_path):
 
 @pytest.mark.mpi_launch
 def test_ranks_with_different_settings_are_refused():
-    cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m", "dpnet.run", "--lam", "0.1", ":",
-           "-n", "3", sys.executable, "-m", "dpnet.run", "--lam", "0.2"]
+    cmd = [
+        mpiexec_path(),
+        "-n",
+        "2",
+        sys.executable,
+        "-m",
+        "dpnet.run",
+        "--lam",
+        "0.1",
+        ":",
+        "-n",
+        "3",
+        sys.executable,
+        "-m",
+        "dpnet.run",
+        "--lam",
+        "0.2",
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("dpnet: error")]
@@ -240,7 +318,10 @@ def test_ranks_with_different_settings_are_refused():
 def test_mpi_run_with_no_estimate_exits_3(tmp_path):
     """The unbiased loss at epsilon = 0.1 has no minimiser on this data (see
     test_labels_rr): every rank ends with 'diverged', mpiexec exits 3."""
-    res = run_job(["--epsilon", "0.1", "--loss", "unbiased", "--seed", "3", "--quiet",
-                   "--c", "0.01"], n_ranks=5, timeout=120)
+    res = run_job(
+        ["--epsilon", "0.1", "--loss", "unbiased", "--seed", "3", "--quiet", "--c", "0.01"],
+        n_ranks=5,
+        timeout=120,
+    )
     assert res.returncode == 3, res.stderr + res.stdout
     assert "stop: diverged" in res.stdout

@@ -76,8 +76,10 @@ def test_discrete_laplace_delta_exceeds_the_continuous_laplace_delta(monkeypatch
     lp, lq = _discrete_laplace_logpmf(t, y), _discrete_laplace_logpmf(t, y - shift)
 
     def delta_discrete(e: float) -> float:
-        return max(float(np.sum(np.clip(np.exp(a) - math.exp(e) * np.exp(b), 0, None)))
-                   for a, b in ((lp, lq), (lq, lp)))
+        return max(
+            float(np.sum(np.clip(np.exp(a) - math.exp(e) * np.exp(b), 0, None)))
+            for a, b in ((lp, lq), (lq, lp))
+        )
 
     laplace_pld = compose.event_pld(dp_event.LaplaceDpEvent(noise_multiplier=1.0 / eps))
     recorded_pld = compose.event_pld(event)
@@ -101,8 +103,12 @@ def test_laplace_noise_survives_huge_values() -> None:
     exact input (no privacy); clipped to +-2^52, k + Y stays an exact integer."""
     g = m.laplace_grid(1.0, 1)
     for value in (1e30, -1e300, 2.0**52):
-        outs = np.array([m.laplace_mechanism(value, l1_sensitivity=1.0, epsilon=1.0,
-                                             rng=rng(s))[0] for s in range(50)])
+        outs = np.array(
+            [
+                m.laplace_mechanism(value, l1_sensitivity=1.0, epsilon=1.0, rng=rng(s))[0]
+                for s in range(50)
+            ]
+        )
         assert np.unique(outs).size > 40
         assert np.all(outs / g == np.rint(outs / g)) and np.all(np.abs(outs / g) < 2.0**53)
 
@@ -113,8 +119,9 @@ def test_laplace_scale_and_numpys_geometric_branch(monkeypatch) -> None:
     (numpy's G <= 44.44 t + 1), larger scales are refused."""
     scales: list[float] = []
     original = m.discrete_laplace
-    monkeypatch.setattr(m, "discrete_laplace",
-                        lambda s, size, r: scales.append(s) or original(s, size, r))
+    monkeypatch.setattr(
+        m, "discrete_laplace", lambda s, size, r: scales.append(s) or original(s, size, r)
+    )
     cases = ((1.0, 1.0, 1), (3.0, 0.01, 5), (2.0**-30, 50.0, 100), (1.0, 1e3, 1))
     for sens, eps, d in cases:
         m.laplace_mechanism(np.zeros(d), l1_sensitivity=sens, epsilon=eps, rng=rng())
@@ -130,8 +137,13 @@ def test_randomized_response_keep_probability_is_exact() -> None:
     ceil(p 2^53) / 2^53; every double p in [1/2, 1] is on that grid, so P(keep) = p."""
     u = rng(11).random(100_000)
     assert np.all(u * 2.0**53 == np.floor(u * 2.0**53))
-    for p in (0.75, m.keep_prob_from_epsilon(1.0), m.keep_prob_from_epsilon(0.01),
-              0.5 + 2.0**-53, math.nextafter(1.0, 0.0)):
+    for p in (
+        0.75,
+        m.keep_prob_from_epsilon(1.0),
+        m.keep_prob_from_epsilon(0.01),
+        0.5 + 2.0**-53,
+        math.nextafter(1.0, 0.0),
+    ):
         assert (p * 2.0**53).is_integer()
     assert not (0.1 * 2.0**53).is_integer()  # below 1/2 the grid is finer than 2^-53
 
@@ -266,8 +278,12 @@ def test_laplace_outputs_live_on_a_data_independent_grid() -> None:
     g = m.laplace_grid(1.0, 1)
     assert g == 2.0**-10
     for value in (0.0, 1.0, 0.1234567891234, -3.3):
-        outs = np.array([m.laplace_mechanism(value, l1_sensitivity=1.0, epsilon=1.0,
-                                             rng=rng(s))[0] for s in range(200)])
+        outs = np.array(
+            [
+                m.laplace_mechanism(value, l1_sensitivity=1.0, epsilon=1.0, rng=rng(s))[0]
+                for s in range(200)
+            ]
+        )
         assert np.all(outs / g == np.rint(outs / g))
 
 
@@ -281,8 +297,9 @@ def test_discrete_laplace_pmf() -> None:
     assert chi2.pvalue > 1e-3
     assert np.allclose(counts[mask] / k.size, pmf[mask], rtol=0.1)
     # exact ratio of neighbouring probabilities at the sensitivity: e^{1/scale}
-    assert math.isclose(counts[values == 0][0] / counts[values == 1][0], math.exp(0.5),
-                        rel_tol=0.03)
+    assert math.isclose(
+        counts[values == 0][0] / counts[values == 1][0], math.exp(0.5), rel_tol=0.03
+    )
 
 
 def test_gaussian_outputs_live_on_a_data_independent_grid() -> None:
@@ -291,9 +308,14 @@ def test_gaussian_outputs_live_on_a_data_independent_grid() -> None:
     g = m.gaussian_grid(1.0, 3)
     assert g == 2.0**-11  # largest power of two <= 2^-10 / sqrt(3)
     for value in ([0.0, 1.0, -2.5], [0.1234567891234, -3.3, 1e6 + 0.1], [1e300, -1e-300, 7.0]):
-        outs = np.array([m.gaussian_mechanism(np.array(value), l2_sensitivity=1.0,
-                                              noise_multiplier=1.0, rng=rng(s))[0]
-                         for s in range(100)])
+        outs = np.array(
+            [
+                m.gaussian_mechanism(
+                    np.array(value), l2_sensitivity=1.0, noise_multiplier=1.0, rng=rng(s)
+                )[0]
+                for s in range(100)
+            ]
+        )
         assert np.all(outs / g == np.rint(outs / g))
         assert np.all(np.abs(outs / g) < 2.0**53)
     out, _ = m.gaussian_mechanism(0.3, l2_sensitivity=1.0, noise_multiplier=2.0, rng=rng())
@@ -303,7 +325,7 @@ def test_gaussian_outputs_live_on_a_data_independent_grid() -> None:
 def _discrete_gaussian_logpmf(scale: float, support: np.ndarray) -> np.ndarray:
     """-y^2 / 2 s^2 - log(normaliser over |y| <= 40 s + 10; the rest is < 1e-300)."""
     full = np.arange(-int(40 * scale) - 10, int(40 * scale) + 11)
-    return -support**2 / (2 * scale**2) - special.logsumexp(-full**2 / (2 * scale**2))
+    return -(support**2) / (2 * scale**2) - special.logsumexp(-(full**2) / (2 * scale**2))
 
 
 def _discrete_gaussian_pmf(scale: float, support: np.ndarray) -> np.ndarray:
@@ -321,16 +343,20 @@ def test_discrete_gaussian_pmf_chi_square() -> None:
         p = stats.chisquare(counts[mask], expected).pvalue
         assert (p > 1e-3) if ok else (p < 1e-6)
     centre = np.abs(values) <= 4
-    assert np.allclose(counts[centre] / k.size, _discrete_gaussian_pmf(1.5, values[centre]),
-                       rtol=0.05)
+    assert np.allclose(
+        counts[centre] / k.size, _discrete_gaussian_pmf(1.5, values[centre]), rtol=0.05
+    )
 
 
 def test_discrete_gaussian_variance_large_scale() -> None:
     n, scale = 100_000, 300.0
     k = m.discrete_gaussian(scale, (n // 2, 2), rng(22))
     assert k.shape == (n // 2, 2)
-    exact = float(np.sum(np.arange(-12000, 12001) ** 2 * _discrete_gaussian_pmf(
-        scale, np.arange(-12000, 12001))))
+    exact = float(
+        np.sum(
+            np.arange(-12000, 12001) ** 2 * _discrete_gaussian_pmf(scale, np.arange(-12000, 12001))
+        )
+    )
     assert exact == pytest.approx(scale**2, rel=1e-12)  # N_Z variance = s^2 - O(e^{-2pi^2 s^2})
     ratio = k.var() / exact
     assert abs(ratio - 1) < 4 * math.sqrt(2 / n)  # 4 standard errors of a sample variance
@@ -369,8 +395,8 @@ def _smoothed_pmf(tau: float, r: float, y: np.ndarray) -> np.ndarray:
     nodes, weights = np.polynomial.hermite_e.hermegauss(120)
     z = tau * nodes
     lattice = np.arange(-200, 201)
-    norm = np.exp(-(lattice[None, :] - z[:, None]) ** 2 / (2 * r**2)).sum(axis=1)
-    cond = np.exp(-(y[None, :] - z[:, None]) ** 2 / (2 * r**2)) / norm[:, None]
+    norm = np.exp(-((lattice[None, :] - z[:, None]) ** 2) / (2 * r**2)).sum(axis=1)
+    cond = np.exp(-((y[None, :] - z[:, None]) ** 2) / (2 * r**2)) / norm[:, None]
     return weights @ cond / weights.sum()
 
 

@@ -43,12 +43,17 @@ def gaussian_audit(name: str, fraction: float, n_trials: int) -> tuple[float, fl
     mult = fraction * claimed["noise_multiplier"]
 
     def mech(y, rng):
-        est = cls(0.0, epsilon=None, noise_multiplier=mult, delta=DELTA,
-                  random_state=int(rng.integers(2**63)), **kw)
+        est = cls(
+            0.0,
+            epsilon=None,
+            noise_multiplier=mult,
+            delta=DELTA,
+            random_state=int(rng.integers(2**63)),
+            **kw,
+        )
         return est.fit(X3, y).coef_[0]
 
-    res = audit_epsilon(mech, Y0, Y1, n_trials=n_trials, rng=np.random.default_rng(7),
-                        delta=DELTA)
+    res = audit_epsilon(mech, Y0, Y1, n_trials=n_trials, rng=np.random.default_rng(7), delta=DELTA)
     return res.epsilon_lower, claimed["epsilon"]
 
 
@@ -75,8 +80,13 @@ def objp_audit(monkeypatch, noise_fraction: float, n_trials: int) -> tuple[float
     original = baselines.objective_perturbation_noise
 
     def scaled(dim, *, epsilon, sensitivity, rng, jacobian_log_bound):
-        return original(dim, epsilon=epsilon, sensitivity=noise_fraction * sensitivity,
-                        rng=rng, jacobian_log_bound=jacobian_log_bound)
+        return original(
+            dim,
+            epsilon=epsilon,
+            sensitivity=noise_fraction * sensitivity,
+            rng=rng,
+            jacobian_log_bound=jacobian_log_bound,
+        )
 
     monkeypatch.setattr(baselines, "objective_perturbation_noise", scaled)
 
@@ -84,8 +94,7 @@ def objp_audit(monkeypatch, noise_fraction: float, n_trials: int) -> tuple[float
         est = ADMMObjPClassifier(0.0, epsilon=EPS, random_state=int(rng.integers(2**63)), **kw)
         return est.fit(X3[:2], y).coef_[0]
 
-    res = audit_epsilon(mech, Y0[:2], Y1[2:], n_trials=n_trials,
-                        rng=np.random.default_rng(8))
+    res = audit_epsilon(mech, Y0[:2], Y1[2:], n_trials=n_trials, rng=np.random.default_rng(8))
     return res.epsilon_lower, claimed["epsilon"]
 
 

@@ -29,8 +29,12 @@ def test_calibration_matches_dpnet_bisection(eps: float, n: int, m: int, steps: 
     z = cal.calibrate_fixed_size(eps, 1e-6, batch_size=m, n=n, steps=steps, orders=SMALL_GRID)
     ref = calibrate_noise_multiplier(eps, 1e-6, "fixed", m / n, steps, n=n, orders=SMALL_GRID)
     assert z == pytest.approx(ref, rel=2e-6)
-    assert epsilon_for("fixed", m / n, z, steps, 1e-6, n=n, orders=SMALL_GRID,
-                       with_pld=False)["epsilon"] <= eps
+    assert (
+        epsilon_for("fixed", m / n, z, steps, 1e-6, n=n, orders=SMALL_GRID, with_pld=False)[
+            "epsilon"
+        ]
+        <= eps
+    )
 
 
 def test_full_grid_epsilon_meets_target_and_is_tight() -> None:
@@ -49,8 +53,7 @@ def test_a_wrong_fast_bound_cannot_loosen_the_guarantee(monkeypatch) -> None:
     true_rdp = cal.fixed_size_rdp
     monkeypatch.setattr(cal, "fixed_size_rdp", lambda q, z, a: 0.5 * true_rdp(q, z, a))
     z = cal.calibrate_fixed_size(0.5, 1e-6, batch_size=40, n=1600, steps=300, orders=SMALL_GRID)
-    ref = calibrate_noise_multiplier(0.5, 1e-6, "fixed", 40 / 1600, 300, n=1600,
-                                     orders=SMALL_GRID)
+    ref = calibrate_noise_multiplier(0.5, 1e-6, "fixed", 40 / 1600, 300, n=1600, orders=SMALL_GRID)
     assert z == pytest.approx(ref, rel=1e-9)
 
 

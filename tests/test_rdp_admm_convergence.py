@@ -43,18 +43,31 @@ def data() -> tuple[np.ndarray, np.ndarray]:
 def reference(loss: str, X: np.ndarray, y: np.ndarray) -> float:
     n, p = X.shape
     if loss == "logistic":
-        ref = LogisticRegression(C=1.0 / (n * LAM), l1_ratio=1.0, solver="saga",
-                                 fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
+        ref = LogisticRegression(
+            C=1.0 / (n * LAM),
+            l1_ratio=1.0,
+            solver="saga",
+            fit_intercept=False,
+            tol=1e-12,
+            max_iter=100_000,
+        ).fit(X, y)
         return objective(get_loss("logistic"), X, y, ref.coef_.ravel(), LAM)
 
     def fun(uv: np.ndarray) -> tuple[float, np.ndarray]:
         w = uv[:p] - uv[p:]
         g = huberized_hinge_gradient(X, y, w)
         return huberized_hinge_objective(X, y, w) + LAM * uv.sum(), np.concatenate(
-            [g + LAM, -g + LAM])
+            [g + LAM, -g + LAM]
+        )
 
-    res = minimize(fun, np.zeros(2 * p), jac=True, method="L-BFGS-B",
-                   bounds=[(0, None)] * (2 * p), options={"ftol": 1e-15, "gtol": 1e-12})
+    res = minimize(
+        fun,
+        np.zeros(2 * p),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0, None)] * (2 * p),
+        options={"ftol": 1e-15, "gtol": 1e-12},
+    )
     return float(res.fun)
 
 

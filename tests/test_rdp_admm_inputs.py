@@ -134,10 +134,15 @@ def test_make_estimators_applies_the_synthetic_tuned_settings(loss: str) -> None
     for name, setting in TUNED_SETTINGS[loss].items():
         params = ests[name].get_params()
         assert {k: params[k] for k in setting} == setting, name
-        assert (params["lam"], params["loss"], params["epsilon"], params["delta"]) == \
-            (1e-3, loss, 0.5, 1e-7)
-    short = make_estimators(lam=1e-3, epsilon=0.5, delta=1e-7, seed=3, loss=loss,
-                            n_epochs=3, full_batch_epochs=7)
+        assert (params["lam"], params["loss"], params["epsilon"], params["delta"]) == (
+            1e-3,
+            loss,
+            0.5,
+            1e-7,
+        )
+    short = make_estimators(
+        lam=1e-3, epsilon=0.5, delta=1e-7, seed=3, loss=loss, n_epochs=3, full_batch_epochs=7
+    )
     assert short["ssADMM"].n_epochs == short["DP-SGD"].n_epochs == 3
     assert short["mpADMM"].n_epochs == short["DP-ADMM"].n_iter == 7
     with pytest.raises(ConfigError, match="loss"):
@@ -147,13 +152,15 @@ def test_make_estimators_applies_the_synthetic_tuned_settings(loss: str) -> None
 def test_each_method_draws_its_own_noise_stream() -> None:
     """Sharing one seed between fits (or with the data) would correlate their noise, which
     sequential composition does not allow."""
-    seeds = [e.random_state for e in make_estimators(lam=1e-3, epsilon=0.5, delta=1e-7,
-                                                     seed=3).values()]
+    seeds = [
+        e.random_state for e in make_estimators(lam=1e-3, epsilon=0.5, delta=1e-7, seed=3).values()
+    ]
     assert len(set(seeds)) == 5 and 3 not in seeds
     data_stream = np.random.default_rng(np.random.SeedSequence(3).spawn(1)[0]).random(4)
     for s in seeds:
         assert not np.array_equal(np.random.default_rng(s).random(4), data_stream)
-    assert seeds == [e.random_state for e in make_estimators(lam=1e-3, epsilon=0.5,
-                                                             delta=1e-7, seed=3).values()]
+    assert seeds == [
+        e.random_state for e in make_estimators(lam=1e-3, epsilon=0.5, delta=1e-7, seed=3).values()
+    ]
     unseeded = make_estimators(lam=1e-3, epsilon=0.5, delta=1e-7, seed=None)
     assert all(e.random_state is None for e in unseeded.values())

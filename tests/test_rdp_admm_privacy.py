@@ -66,9 +66,10 @@ def test_mpadmm_sensitivity_recursion() -> None:
     dx, dz, dy = mpadmm_sensitivities(5, eta, rho, clip)
     found = []
     for part in range(3):
+
         def stat(d, part=part):
-            return mpadmm_epoch(L, d[0], d[1], *state, eta=eta, rho=rho, lam=lam,
-                                clip=clip)[part]
+            return mpadmm_epoch(L, d[0], d[1], *state, eta=eta, rho=rho, lam=lam, clip=clip)[part]
+
         found.append(max_sensitivity(stat, replace_one_pairs(X, y, cands, indices=[0])))
     assert 0.99 * dx < found[0] <= dx * (1 + 1e-12)
     assert 0.0 < found[1] <= dz * (1 + 1e-12)
@@ -93,8 +94,15 @@ def test_samplers_draw_what_the_accountant_assumes() -> None:
 @pytest.mark.parametrize("sampling", ["fixed", "poisson"])
 def test_privacy_report_matches_the_sampler(sampling: str) -> None:
     X, y = small_problem(n=400, p=4)
-    est = SSADMMClassifier(1e-3, noise_multiplier=1.5, epsilon=None, n_epochs=2,
-                           sampling=sampling, delta=1e-6, random_state=0).fit(X, y)
+    est = SSADMMClassifier(
+        1e-3,
+        noise_multiplier=1.5,
+        epsilon=None,
+        n_epochs=2,
+        sampling=sampling,
+        delta=1e-6,
+        random_state=0,
+    ).fit(X, y)
     info = est.privacy_
     steps = 2 * math.ceil(400 / 20)
     ref = epsilon_for(sampling, 20 / 400, 1.5, steps, 1e-6, n=400)
@@ -111,26 +119,30 @@ def test_privacy_report_matches_the_sampler(sampling: str) -> None:
 
 def test_ledger_refuses_mismatched_sampler_and_relation() -> None:
     X, y = small_problem(n=400, p=4)
-    est = SSADMMClassifier(1e-3, noise_multiplier=1.5, epsilon=None, n_epochs=2, delta=1e-6,
-                           random_state=0).fit(X, y)
+    est = SSADMMClassifier(
+        1e-3, noise_multiplier=1.5, epsilon=None, n_epochs=2, delta=1e-6, random_state=0
+    ).fit(X, y)
     ledger = PrivacyLedger(1e-6)
     with pytest.raises(PrivacyError):
         ledger.record(est.privacy_event_, label="x", relation="add_remove", protects="row")
     poisson = sampled_gaussian_event("poisson", q=0.05, noise_multiplier=1.0, steps=10)
     with pytest.raises(PrivacyError, match="refused for fixed"):
-        ledger.record(poisson, label="x", relation="replace_one", protects="row",
-                      sampling="fixed")
-    ledger.record(est.privacy_event_, label="ok", relation="replace_one", protects="row",
-                  sampling="fixed")
+        ledger.record(poisson, label="x", relation="replace_one", protects="row", sampling="fixed")
+    ledger.record(
+        est.privacy_event_, label="ok", relation="replace_one", protects="row", sampling="fixed"
+    )
     assert ledger.epsilon() == pytest.approx(est.privacy_["epsilon"], rel=1e-9)
 
 
-@pytest.mark.parametrize("cls,kw", [
-    (SSADMMClassifier, {"n_epochs": 2}),
-    (DPSGDClassifier, {"n_epochs": 2}),
-    (MPADMMClassifier, {"n_epochs": 10}),
-    (DPADMMClassifier, {"n_iter": 10}),
-])
+@pytest.mark.parametrize(
+    "cls,kw",
+    [
+        (SSADMMClassifier, {"n_epochs": 2}),
+        (DPSGDClassifier, {"n_epochs": 2}),
+        (MPADMMClassifier, {"n_epochs": 10}),
+        (DPADMMClassifier, {"n_iter": 10}),
+    ],
+)
 def test_calibration_meets_target(cls, kw) -> None:
     X, y = small_problem(n=400, p=4)
     info = cls(1e-3, epsilon=0.5, delta=1e-6, random_state=0, **kw).fit(X, y).privacy_
@@ -146,8 +158,11 @@ def gaussian_delta(eps: float, mu: float) -> float:
 def test_full_batch_pld_matches_closed_form_gaussian() -> None:
     """T Gaussians of multiplier z = one Gaussian with mu = sqrt(T)/z (Dong, Roth & Su 2019)."""
     X, y = small_problem(n=400, p=4)
-    info = MPADMMClassifier(1e-3, epsilon=1.0, delta=1e-6, n_epochs=10,
-                            random_state=0).fit(X, y).privacy_
+    info = (
+        MPADMMClassifier(1e-3, epsilon=1.0, delta=1e-6, n_epochs=10, random_state=0)
+        .fit(X, y)
+        .privacy_
+    )
     mu = math.sqrt(10) / info["noise_multiplier"]
     exact = brentq(lambda e: gaussian_delta(e, mu) - 1e-6, 1e-6, 20)
     assert info["epsilon_pld"] == pytest.approx(exact, abs=2e-3)
@@ -159,8 +174,9 @@ def test_releasing_only_x_costs_a_third_of_the_rdp() -> None:
     perturb="x" for the same epsilon: z and y are post-processing of x~ and public y~."""
     X, y = small_problem(n=400, p=4)
     one = MPADMMClassifier(1e-3, epsilon=1.0, n_epochs=10, random_state=0).fit(X, y)
-    three = MPADMMClassifier(1e-3, epsilon=1.0, n_epochs=10, perturb="xzy",
-                             random_state=0).fit(X, y)
+    three = MPADMMClassifier(1e-3, epsilon=1.0, n_epochs=10, perturb="xzy", random_state=0).fit(
+        X, y
+    )
     ratio = three.privacy_["noise_multiplier"] / one.privacy_["noise_multiplier"]
     assert ratio == pytest.approx(math.sqrt(3), rel=1e-4)
     assert isinstance(three.privacy_event_.event, dp_event.ComposedDpEvent)
@@ -173,14 +189,22 @@ def test_objp_release_is_not_accounted_as_private() -> None:
     X, y = small_problem(n=400, p=4)
     est = ADMMObjPClassifier(1e-3, epsilon=1.0, delta=1e-6, n_iter=5, random_state=0).fit(X, y)
     info = est.privacy_
-    assert info["guarantee"] == ("approximate: guarantee holds only for the exact minimiser; "
-                                 "not established for this release")
+    assert info["guarantee"] == (
+        "approximate: guarantee holds only for the exact minimiser; "
+        "not established for this release"
+    )
     assert isinstance(est.privacy_event_, dp_event.NonPrivateDpEvent)
     assert info["epsilon"] == info["pure_epsilon"] == math.inf and info["private"] is False
     assert info["noise_added"] and info["epsilon_if_exact_minimiser"] == pytest.approx(1.0)
     assert est.nominal_privacy_event_ == dp_event.SelfComposedDpEvent(
-        est.nominal_privacy_event_.event, 5)
+        est.nominal_privacy_event_.event, 5
+    )
     ledger = PrivacyLedger(1e-6)
-    ledger.record(est.privacy_event_, label="objP", relation="replace_one", protects="row",
-                  guarantee=info["guarantee"])
+    ledger.record(
+        est.privacy_event_,
+        label="objP",
+        relation="replace_one",
+        protects="row",
+        guarantee=info["guarantee"],
+    )
     assert ledger.epsilon() == ledger.pure_epsilon() == ledger.pld_epsilon() == math.inf

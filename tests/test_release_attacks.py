@@ -45,14 +45,33 @@ def _objective(X: np.ndarray, y: np.ndarray, coef: np.ndarray, intercept: float)
     return float(np.logaddexp(0.0, -margins).mean() + 0.5 * LAM * np.abs(coef).sum())
 
 
-def _run(tmp: Path, X: np.ndarray, y: np.ndarray, seed: int,
-         extra: list[str]) -> tuple[dict, dict]:
+def _run(tmp: Path, X: np.ndarray, y: np.ndarray, seed: int, extra: list[str]) -> tuple[dict, dict]:
     np.savez(tmp / "d.npz", X=X, y=y)
-    assert main(["--data", str(tmp / "d.npz"), "--epsilon", str(EPSILON), "--seed", str(seed),
-                 "--lam", str(LAM), "--quiet", "--output", str(tmp / "r.json"),
-                 "--oracle-output", str(tmp / "o.json"), *extra]) == 0
-    return (json.loads((tmp / "r.json").read_text()),
-            json.loads((tmp / "o.json").read_text())["fields"])
+    assert (
+        main(
+            [
+                "--data",
+                str(tmp / "d.npz"),
+                "--epsilon",
+                str(EPSILON),
+                "--seed",
+                str(seed),
+                "--lam",
+                str(LAM),
+                "--quiet",
+                "--output",
+                str(tmp / "r.json"),
+                "--oracle-output",
+                str(tmp / "o.json"),
+                *extra,
+            ]
+        )
+        == 0
+    )
+    return (
+        json.loads((tmp / "r.json").read_text()),
+        json.loads((tmp / "o.json").read_text())["fields"],
+    )
 
 
 def _play(tmp_path: Path, make_trial: Callable[[np.random.Generator, int], tuple]) -> tuple:
@@ -87,8 +106,10 @@ def test_objective_on_true_labels_attack(tmp_path, capsys):
         def closest(target):
             return int(np.argmin([abs(v - target) for v in values]))
 
-        return (closest(report["objective"]["on_randomized_labels"]),
-                closest(oracle["objective_on_true_labels"]["value"]))
+        return (
+            closest(report["objective"]["on_randomized_labels"]),
+            closest(oracle["objective_on_true_labels"]["value"]),
+        )
 
     from_release, from_oracle = _play(tmp_path, trial)
     capsys.readouterr()
@@ -106,8 +127,10 @@ def test_flip_count_attack(tmp_path, capsys):
         report, oracle = _run(tmp, X, _candidates(y, 0)[secret], seed, ["--test-fraction", "0"])
         coef, intercept = np.array(report["coef"]), report["intercept"]
         target = report["objective"]["on_randomized_labels"]
-        noisy = min((np.array(v) for v in itertools.product((-1.0, 1.0), repeat=5)),
-                    key=lambda v: abs(_objective(X, v, coef, intercept) - target))
+        noisy = min(
+            (np.array(v) for v in itertools.product((-1.0, 1.0), repeat=5)),
+            key=lambda v: abs(_objective(X, v, coef, intercept) - target),
+        )
         raw_from_oracle = noisy[0] * (-1.0 if oracle["labels_flipped"]["value"][0] else 1.0)
         return int(noisy[0] > 0), int(raw_from_oracle > 0)
 
@@ -134,8 +157,9 @@ def test_held_out_accuracy_attack(tmp_path, capsys):
         pred = np.where(X @ np.array(report["coef"]) + report["intercept"] >= 0, 1.0, -1.0)
         right_others = int(np.sum(pred[others] == y[others]))
         # oracle: the raw-label accuracy gives the target's correctness exactly
-        right_target = round(oracle["test_accuracy_on_raw_labels"]["value"] * len(test)) \
-            - right_others
+        right_target = (
+            round(oracle["test_accuracy_on_raw_labels"]["value"] * len(test)) - right_others
+        )
         guess_oracle = int((pred[row] if right_target else -pred[row]) > 0)
         # release: the agreement count implied by the debiased estimate, against its mean
         # under each candidate label of the target

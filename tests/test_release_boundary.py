@@ -34,13 +34,30 @@ def _data(rng_seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _release(workdir: Path, args: list[str], n_ranks: int | None) -> dict[str, bytes]:
     """Run in ``workdir`` (which holds the data) with relative paths, so that the two runs'
     command lines are equal; return every released byte string."""
-    res = run_job([*args, "--output", "r.json", "--plot", "conv.png",
-                   "--oracle-output", "oracle.json", "--progress-every", "20"],
-                  n_ranks=n_ranks, module="tests.fixed_labels", cwd=workdir)
+    res = run_job(
+        [
+            *args,
+            "--output",
+            "r.json",
+            "--plot",
+            "conv.png",
+            "--oracle-output",
+            "oracle.json",
+            "--progress-every",
+            "20",
+        ],
+        n_ranks=n_ranks,
+        module="tests.fixed_labels",
+        cwd=workdir,
+    )
     assert res.returncode == 0, res.stderr
-    return {"stdout": res.stdout.encode(), "stderr": res.stderr.encode(),
-            "json": (workdir / "r.json").read_bytes(), "plot": (workdir / "conv.png").read_bytes(),
-            "oracle": (workdir / "oracle.json").read_bytes()}
+    return {
+        "stdout": res.stdout.encode(),
+        "stderr": res.stderr.encode(),
+        "json": (workdir / "r.json").read_bytes(),
+        "plot": (workdir / "conv.png").read_bytes(),
+        "oracle": (workdir / "oracle.json").read_bytes(),
+    }
 
 
 def _assert_same_release(a: dict[str, bytes], b: dict[str, bytes]) -> None:
@@ -72,8 +89,18 @@ def test_one_raw_label_changes_nothing_released_single_file(tmp_path, n_ranks, w
     for name, labels in (("a", y), ("b", y_changed)):
         (tmp_path / name).mkdir()
         np.savez(tmp_path / name / "d.npz", X=X, y=labels, groups=groups)
-    args = ["--data", "d.npz", "--seed", str(SEED), "--epsilon", "1",
-            "--test-fraction", str(TEST_FRACTION), "--machines", str(J)]
+    args = [
+        "--data",
+        "d.npz",
+        "--seed",
+        str(SEED),
+        "--epsilon",
+        "1",
+        "--test-fraction",
+        str(TEST_FRACTION),
+        "--machines",
+        str(J),
+    ]
     a, b = (_release(tmp_path / name, args, n_ranks) for name in ("a", "b"))
     _assert_same_release(a, b)
     accuracy = json.loads(a["json"])["test_accuracy"]
@@ -93,8 +120,16 @@ def test_single_class_machine_runs_and_one_label_changes_nothing(tmp_path, n_ran
         (tmp_path / name).mkdir()
         for j, idx in enumerate(parts):
             np.savez(tmp_path / name / f"part-{j}.npz", X=X[idx], y=labels[idx], groups=groups)
-    args = ["--data", "part-{rank}.npz", "--seed", str(SEED), "--epsilon", "1",
-            "--machines", str(J)]
+    args = [
+        "--data",
+        "part-{rank}.npz",
+        "--seed",
+        str(SEED),
+        "--epsilon",
+        "1",
+        "--machines",
+        str(J),
+    ]
     a, b = (_release(tmp_path / name, args, n_ranks) for name in ("a", "b"))
     _assert_same_release(a, b)
     assert json.loads(a["json"])["data_layout"] == "each machine loaded its own file"
@@ -110,15 +145,19 @@ def test_out_of_domain_label_message_names_row_not_value(tmp_path):
     line = res.stderr.strip()
     assert "outside the label domain" in line and "data row 8" in line
     assert "37" not in line.replace(str(tmp_path), "")
-    ok = run_job(["--data", str(tmp_path / "bad.npz"), "--machines", str(J), "--quiet",
-                  "--labels=-1,37"], timeout=60)
+    ok = run_job(
+        ["--data", str(tmp_path / "bad.npz"), "--machines", str(J), "--quiet", "--labels=-1,37"],
+        timeout=60,
+    )
     assert ok.returncode != 0  # now the -1/+1 rows are the problem: +1 is not in {-1, 37}
     assert "outside the label domain" in ok.stderr
 
 
 def test_results_file_is_world_readable(tmp_path):
-    res = run_job(["--n-samples", "200", "--n-test", "50", "--quiet",
-                   "--output", str(tmp_path / "r.json")], timeout=60)
+    res = run_job(
+        ["--n-samples", "200", "--n-test", "50", "--quiet", "--output", str(tmp_path / "r.json")],
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     umask = os.umask(0)
     os.umask(umask)

@@ -11,8 +11,25 @@ from dpnet.run import main
 
 def test_median_baselines_in_the_results_file(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert main(["--baselines", "median", "--epsilon", "2", "--seed", "3", "--n-samples", "300",
-                 "--output", str(out), "--progress-every", "0"]) == 0
+    assert (
+        main(
+            [
+                "--baselines",
+                "median",
+                "--epsilon",
+                "2",
+                "--seed",
+                "3",
+                "--n-samples",
+                "300",
+                "--output",
+                str(out),
+                "--progress-every",
+                "0",
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     median = report["baselines"]["median"]
     assert set(median["methods"]) >= {"exact", "objective", "irls", "coordinate"}
@@ -26,8 +43,24 @@ def test_median_baselines_in_the_results_file(tmp_path, capsys):
 
 def test_rdp_admm_baselines_in_the_results_file(tmp_path):
     out = tmp_path / "r.json"
-    assert main(["--baselines", "rdp-admm", "--epsilon", "1", "--seed", "5", "--n-samples",
-                 "300", "--output", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "--baselines",
+                "rdp-admm",
+                "--epsilon",
+                "1",
+                "--seed",
+                "5",
+                "--n-samples",
+                "300",
+                "--output",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     admm = report["baselines"]["rdp-admm"]
     assert set(admm["methods"]) == {"ssADMM", "mpADMM", "DP-SGD", "DP-ADMM", "ADMM-objP"}
@@ -38,8 +71,10 @@ def test_rdp_admm_baselines_in_the_results_file(tmp_path):
     # silently adding its nominal epsilon
     objp = next(r for r in ledger["releases"] if "ADMM-objP" in r["label"])
     assert objp["event"]["type"] == "NonPrivateDpEvent"
-    assert objp["guarantee"] == ("approximate: guarantee holds only for the exact minimiser; "
-                                 "not established for this release")
+    assert objp["guarantee"] == (
+        "approximate: guarantee holds only for the exact minimiser; "
+        "not established for this release"
+    )
     assert ledger["total"]["epsilon"] == "inf" and ledger["total"]["pld_epsilon"] == "inf"
     assert ledger["total"]["delta"] == 1e-8
     assert admm["not_established"] == {"ADMM-objP": objp["guarantee"]}
@@ -63,8 +98,24 @@ def test_baselines_without_seed_draw_os_entropy(tmp_path):
     coefs = []
     for k in range(2):
         out = tmp_path / f"r{k}.json"
-        assert main(["--baselines", "median", "--epsilon", "2", "--n-samples", "200",
-                     "--n-test", "50", "--output", str(out), "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "--baselines",
+                    "median",
+                    "--epsilon",
+                    "2",
+                    "--n-samples",
+                    "200",
+                    "--n-test",
+                    "50",
+                    "--output",
+                    str(out),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         median = json.loads(out.read_text())["baselines"]["median"]
         assert median["seed"] is None
         coefs.append(median["methods"]["objective"]["coef"])

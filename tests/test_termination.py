@@ -39,11 +39,21 @@ def _run(graph: nx.Graph) -> list[dict[int, np.ndarray]]:
     return run_in_process(graph, machine)
 
 
-@pytest.mark.parametrize("graph", [
-    nx.path_graph(1), nx.path_graph(2), nx.cycle_graph(7), nx.path_graph(9),
-    nx.star_graph(6), nx.complete_graph(5), nx.grid_2d_graph(3, 4),
-    nx.random_regular_graph(3, 12, seed=1), nx.barbell_graph(4, 3),
-], ids=lambda g: f"{g.number_of_nodes()}-{g.number_of_edges()}")
+@pytest.mark.parametrize(
+    "graph",
+    [
+        nx.path_graph(1),
+        nx.path_graph(2),
+        nx.cycle_graph(7),
+        nx.path_graph(9),
+        nx.star_graph(6),
+        nx.complete_graph(5),
+        nx.grid_2d_graph(3, 4),
+        nx.random_regular_graph(3, 12, seed=1),
+        nx.barbell_graph(4, 3),
+    ],
+    ids=lambda g: f"{g.number_of_nodes()}-{g.number_of_edges()}",
+)
 def test_every_machine_gets_the_exact_aggregate_of_round_t_minus_2h(graph):
     graph = nx.convert_node_labels_to_integers(graph)
     J = graph.number_of_nodes()
@@ -88,8 +98,9 @@ def test_message_size_does_not_grow_with_the_network(n_machines):
     from dpnet.estimators import DecentralizedGroupLassoLogistic
 
     data = make_group_logistic(20 * n_machines, rng=np.random.default_rng(0))
-    model = DecentralizedGroupLassoLogistic(0.1, topology="ring", n_machines=n_machines,
-                                            tol=1e-6, max_rounds=60, random_state=0)
+    model = DecentralizedGroupLassoLogistic(
+        0.1, topology="ring", n_machines=n_machines, tol=1e-6, max_rounds=60, random_state=0
+    )
     model.fit(data.X, data.y, data.groups)
     dim = data.n_features + 1
     # two exchanges per round: Z (dim floats), theta + statistics (dim + MESSAGE_SIZE floats)

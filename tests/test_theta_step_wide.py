@@ -24,8 +24,13 @@ from dpnet.penalties.group import groups_from_labels
 from tests.reference import group_logistic_objective, group_logistic_optimum
 
 
-def _wide(rng: np.random.Generator, n: int = 20, p: int = 300, scale: float = 1.0,
-          loss: MarginLoss | None = None) -> LocalData:
+def _wide(
+    rng: np.random.Generator,
+    n: int = 20,
+    p: int = 300,
+    scale: float = 1.0,
+    loss: MarginLoss | None = None,
+) -> LocalData:
     X = rng.standard_normal((n, p)) * scale
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
     return LocalData(np.hstack([X, np.ones((n, 1))]), y, 5 * n, loss or MarginLoss())
@@ -50,8 +55,8 @@ def test_woodbury_direction_solves_the_dense_system(rho):
     n, dim = 25, 200
     X = rng.standard_normal((n, dim))
     weights = rng.random(n) / 100
-    weights[:5] = 0.0            # curvature that underflowed
-    weights[5:8] = 1e-300        # and denormal-small curvature: no division by weights
+    weights[:5] = 0.0  # curvature that underflowed
+    weights[5:8] = 1e-300  # and denormal-small curvature: no division by weights
     g = rng.standard_normal(dim)
     hess = X.T @ np.diag(weights) @ X + rho * np.eye(dim)
     ref = np.linalg.solve(hess, g)
@@ -63,12 +68,15 @@ def test_woodbury_direction_solves_the_dense_system(rho):
     assert np.allclose(newton_direction(X[:0], weights[:0], rho, g, "woodbury"), g / rho)
 
 
-@pytest.mark.parametrize(("loss", "scale"), [
-    (MarginLoss(), 1.0),
-    (MarginLoss("unbiased", 0.8), 1.0),
-    (MarginLoss(), 300.0),                 # margins of hundreds: curvature underflows to 0
-    (MarginLoss("unbiased", 0.7), 300.0),
-])
+@pytest.mark.parametrize(
+    ("loss", "scale"),
+    [
+        (MarginLoss(), 1.0),
+        (MarginLoss("unbiased", 0.8), 1.0),
+        (MarginLoss(), 300.0),  # margins of hundreds: curvature underflows to 0
+        (MarginLoss("unbiased", 0.7), 300.0),
+    ],
+)
 def test_woodbury_theta_step_matches_the_dense_one(loss, scale):
     rng = np.random.default_rng(7)
     data = _wide(rng, scale=scale, loss=loss)
@@ -123,8 +131,7 @@ def _theta_update_newton_before(data, z_nbhd, v_in, theta_prev, c, tol=1e-12, ma
     return theta
 
 
-@pytest.mark.parametrize(("n", "p", "system"), [
-    (80, 6, None), (40, 39, None), (20, 60, "dense")])
+@pytest.mark.parametrize(("n", "p", "system"), [(80, 6, None), (40, 39, None), (20, 60, "dense")])
 def test_dense_path_is_bitwise_the_old_step(n, p, system):
     rng = np.random.default_rng(3)
     for loss in (MarginLoss(), MarginLoss("unbiased", 0.8)):
@@ -157,16 +164,20 @@ def wide_problem():
 
 def _run_wide(X, y, groups, monkeypatch, system):
     if system is not None:
-        monkeypatch.setattr(admm, "theta_update_newton",
-                            functools.partial(theta_update_newton, system=system))
+        monkeypatch.setattr(
+            admm, "theta_update_newton", functools.partial(theta_update_newton, system=system)
+        )
     ptr, idx = groups_from_labels(groups)
     structure = GroupStructure(ptr, idx, np.full(len(ptr) - 1, LAM / (2 * J)))
-    shards = [LocalData(np.hstack([X[r], np.ones((len(r), 1))]), y[r], N)
-              for r in np.array_split(np.arange(N), J)]
+    shards = [
+        LocalData(np.hstack([X[r], np.ones((len(r), 1))]), y[r], N)
+        for r in np.array_split(np.arange(N), J)
+    ]
     graph = nx.cycle_graph(J)
     cfg = admm.ADMMConfig(lam=LAM, tol=1e-9, max_rounds=3000)
-    return run_in_process(graph, lambda comm: admm.run_machine(
-        comm, shards[comm.rank], structure, cfg, graph))
+    return run_in_process(
+        graph, lambda comm: admm.run_machine(comm, shards[comm.rank], structure, cfg, graph)
+    )
 
 
 @pytest.mark.parametrize("system", ["woodbury", "dense", None])

@@ -203,8 +203,10 @@ def test_shipped_topology_files() -> None:
         assert _edges(G) == _edges(build_topology(name, J, **seed_kw)), path.name
 
 
-@pytest.mark.parametrize(("J", "name", "edges"), [(1, "ring", 0), (2, "ring", 1), (5, "paper5", 6),
-                                                  (8, "ring", 8), (1000, "ring", 1000)])
+@pytest.mark.parametrize(
+    ("J", "name", "edges"),
+    [(1, "ring", 0), (2, "ring", 1), (5, "paper5", 6), (8, "ring", 8), (1000, "ring", 1000)],
+)
 def test_auto_topology_serves_any_machine_count(J, name, edges) -> None:
     G = build_topology("auto", J)
     assert G.graph["name"] == name and G.number_of_nodes() == J

@@ -76,7 +76,8 @@ class GroupData:
             raise DataError(
                 f"{source}: X has values of magnitude >= {MAX_ABS_FEATURE:.0e} (first in data "
                 f"row {row}); rescale the features by a known bound (dpnet never rescales by "
-                f"the data's own range)")
+                f"the data's own range)"
+            )
         if not isinstance(y, np.ndarray) or y.shape != (n,):
             shape = getattr(y, "shape", None)
             raise DataError(f"{source}: y has shape {shape}, expected ({n},) to match X")

@@ -45,8 +45,11 @@ def _check_file(path: Path) -> None:
     if not path.exists():
         raise DataError(f"{path}: file does not exist")
     if not path.is_file():
-        raise DataError(f"{path}: is a directory, not a data file" if path.is_dir()
-                        else f"{path}: not a regular file")
+        raise DataError(
+            f"{path}: is a directory, not a data file"
+            if path.is_dir()
+            else f"{path}: not a regular file"
+        )
 
 
 def _detect_format(path: Path, fmt: str | None) -> str:
@@ -129,8 +132,7 @@ def _finish(
         rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
         raise DataError(f"{src}: X contains NaN or inf (first in data row {rows[0] + 1})")
     y = labels.to_pm1(y_raw, source=src)
-    return GroupData(X=X, y=y, groups=groups, feature_names=names).validate(
-        src, both_classes=False)
+    return GroupData(X=X, y=y, groups=groups, feature_names=names).validate(src, both_classes=False)
 
 
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

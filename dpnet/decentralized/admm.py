@@ -98,8 +98,9 @@ def balance_penalty(primal: float, dual: float, ratio: float, factor: float) -> 
     return 1.0
 
 
-def network_decision(complete: np.ndarray, done_round: int, config: ADMMConfig,
-                     n_adapted: int) -> tuple[str | None, float]:
+def network_decision(
+    complete: np.ndarray, done_round: int, config: ADMMConfig, n_adapted: int
+) -> tuple[str | None, float]:
     """(stop reason or None, factor for c) from the network statistics of ``done_round``;
     every machine (and the batched simulator) takes it from the same numbers.
 
@@ -113,17 +114,26 @@ def network_decision(complete: np.ndarray, done_round: int, config: ADMMConfig,
         return "diverged", 1.0
     if complete[1] <= config.tol:
         return "converged", 1.0
-    if (config.adapt_c and n_adapted < config.adapt_max
-            and done_round % config.adapt_every == 0
-            and complete[1] > ADAPT_FLOOR * config.tol):
-        return None, balance_penalty(float(complete[2]), float(complete[3]),
-                                     config.adapt_ratio, config.adapt_factor)
+    if (
+        config.adapt_c
+        and n_adapted < config.adapt_max
+        and done_round % config.adapt_every == 0
+        and complete[1] > ADAPT_FLOOR * config.tol
+    ):
+        return None, balance_penalty(
+            float(complete[2]), float(complete[3]), config.adapt_ratio, config.adapt_factor
+        )
     return None, 1.0
 
 
-def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, config: ADMMConfig,
-                graph: nx.Graph,
-                on_progress: Callable[[ProgressRecord], None] | None = None) -> MachineResult:
+def run_machine(
+    comm: Communicator,
+    data: LocalData,
+    groups: GroupStructure,
+    config: ADMMConfig,
+    graph: nx.Graph,
+    on_progress: Callable[[ProgressRecord], None] | None = None,
+) -> MachineResult:
     """Run the ADMM on one machine until the network-wide stop decision; see module docstring.
 
     ``graph`` is the (public) machine graph, the same on every machine: it fixes the
@@ -158,30 +168,45 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
         if config.theta_solver == "newton":
             theta = theta_update_newton(data, z_nbhd, v_in, theta, c)
         else:
-            theta = theta_update_gradient(data, z_nbhd, v_in, theta, c,
-                                          n_steps=config.beta_steps,
-                                          step_size=config.beta_step_size)
+            theta = theta_update_gradient(
+                data,
+                z_nbhd,
+                v_in,
+                theta,
+                c,
+                n_steps=config.beta_steps,
+                step_size=config.beta_step_size,
+            )
         received = comm.neighbour_exchange(np.concatenate([theta, stats.outgoing()]))
         theta_nbhd = with_own(theta, received[:, :dim])
         dual_update(v_out, v_in, z, z_nbhd, theta, theta_nbhd, c)
 
         primal, dual = residuals(z, z_prev, theta_nbhd, c)
         norm = float(np.linalg.norm(theta))
-        own = np.array([
-            local_objective(data, theta)
-            + group_penalty(theta[:-1], groups.grp_ptr, groups.grp_indices, groups.thresholds),
-            max(primal, dual) / max(1.0, norm), primal, dual, norm,
-        ])
+        own = np.array(
+            [
+                local_objective(data, theta)
+                + group_penalty(theta[:-1], groups.grp_ptr, groups.grp_indices, groups.thresholds),
+                max(primal, dual) / max(1.0, norm),
+                primal,
+                dual,
+                norm,
+            ]
+        )
         stats.receive(t, own, received[:, dim:])
 
         complete = stats.network_stats(t)
         if complete is not None:
             done_round = t - stats.plan.lag
-            record = ProgressRecord(done_round, float(complete[0]), float(complete[2]),
-                                    float(complete[3]))
+            record = ProgressRecord(
+                done_round, float(complete[0]), float(complete[2]), float(complete[3])
+            )
             history.append(record)  # every round: the convergence plot reads it
-            if on_progress is not None and config.progress_every and (
-                    done_round % config.progress_every == 0):
+            if (
+                on_progress is not None
+                and config.progress_every
+                and (done_round % config.progress_every == 0)
+            ):
                 on_progress(record)
             reason, factor = network_decision(complete, done_round, config, n_adapted)
             if reason is not None:
@@ -193,8 +218,15 @@ def run_machine(comm: Communicator, data: LocalData, groups: GroupStructure, con
 
     total = time.perf_counter() - start
     return MachineResult(
-        rank=comm.rank, theta=theta, z=z, rounds=rounds, stop_reason=stop_reason,
-        local_objective=local_objective(data, theta), n_rows=len(data.y),
-        traffic=comm.stats.as_dict(), total_seconds=total,
-        compute_seconds=total - comm.stats.comm_seconds, history=history,
+        rank=comm.rank,
+        theta=theta,
+        z=z,
+        rounds=rounds,
+        stop_reason=stop_reason,
+        local_objective=local_objective(data, theta),
+        n_rows=len(data.y),
+        traffic=comm.stats.as_dict(),
+        total_seconds=total,
+        compute_seconds=total - comm.stats.comm_seconds,
+        history=history,
     )

@@ -129,8 +129,9 @@ class _Shards:
         mask = None
         if min(sizes) < n_max:
             mask = (np.arange(n_max)[None, :] < np.array(sizes)[:, None]).astype(float)
-        return cls(X, np.ascontiguousarray(X.transpose(0, 2, 1)), y, mask,
-                   1.0 / totals.pop(), losses.pop())
+        return cls(
+            X, np.ascontiguousarray(X.transpose(0, 2, 1)), y, mask, 1.0 / totals.pop(), losses.pop()
+        )
 
     def loss_sum(self, idx: np.ndarray | slice, theta: np.ndarray) -> np.ndarray:
         """sum over machine j's rows of l(y x~^T theta_j), for the machines ``idx``."""
@@ -160,9 +161,15 @@ def group_norms_batched(u: np.ndarray, groups: GroupStructure) -> np.ndarray:
     return np.sqrt(np.add.reduceat(sq, groups.grp_ptr[:-1], axis=1))
 
 
-def z_update_batched(theta: np.ndarray, V: np.ndarray, z_prev: np.ndarray, c: float,
-                     groups: GroupStructure, edges: EdgeIndex, alpha_z: float = 1.0
-                     ) -> np.ndarray:
+def z_update_batched(
+    theta: np.ndarray,
+    V: np.ndarray,
+    z_prev: np.ndarray,
+    c: float,
+    groups: GroupStructure,
+    edges: EdgeIndex,
+    alpha_z: float = 1.0,
+) -> np.ndarray:
     """Z_j = S(u_j; t) / (c d_j), u_j = sum_{i in Nbar_j} (c theta_i - V_ji), for every j."""
     u = edges.row_sum(c * theta[edges.col] - V)
     norms = group_norms_batched(u[:, :-1], groups)
@@ -177,9 +184,15 @@ def z_update_batched(theta: np.ndarray, V: np.ndarray, z_prev: np.ndarray, c: fl
     return z_prev + alpha_z * (target - z_prev)
 
 
-def theta_update_newton_batched(data: _Shards, center: np.ndarray, rho: np.ndarray,
-                                theta_prev: np.ndarray, *, tol: float = NEWTON_TOL,
-                                max_iter: int = NEWTON_MAX_ITER) -> np.ndarray:
+def theta_update_newton_batched(
+    data: _Shards,
+    center: np.ndarray,
+    rho: np.ndarray,
+    theta_prev: np.ndarray,
+    *,
+    tol: float = NEWTON_TOL,
+    max_iter: int = NEWTON_MAX_ITER,
+) -> np.ndarray:
     r"""theta_j = argmin f_j(theta) + (rho_j/2) ||theta - m_j||^2 for every j, by the damped
     Newton method of ``theta_update_newton`` (dense system), each machine masked out of the
     stack as soon as its own iteration stops, so it follows exactly its own sequence.
@@ -205,8 +218,9 @@ def theta_update_newton_batched(data: _Shards, center: np.ndarray, rho: np.ndarr
         sel = slice(None) if active.size == n_mach else active
         th = theta[active]
         margin = y[sel] * _matvec(X[sel], th)
-        grad = _matvec(XT[sel], inv_n * y[sel] * loss.derivative(margin)) \
-            + rho[active, None] * (th - center[active])
+        grad = _matvec(XT[sel], inv_n * y[sel] * loss.derivative(margin)) + rho[active, None] * (
+            th - center[active]
+        )
         going = ~(np.linalg.norm(grad, axis=1) <= tol)
         active, grad, margin, th = active[going], grad[going], margin[going], th[going]
         if active.size == 0:
@@ -221,8 +235,13 @@ def theta_update_newton_batched(data: _Shards, center: np.ndarray, rho: np.ndarr
         flat = slope <= 1e-12 * _py_max(np.abs(f_act), 1.0)
         theta[active[flat]] = th[flat] - step[flat]
         keep = ~flat
-        active, th, step, slope, f_act = (active[keep], th[keep], step[keep], slope[keep],
-                                          f_act[keep])
+        active, th, step, slope, f_act = (
+            active[keep],
+            th[keep],
+            step[keep],
+            slope[keep],
+            f_act[keep],
+        )
         # Armijo backtracking, every machine with its own t
         t = np.ones(active.size)
         cand = np.empty_like(th)
@@ -231,8 +250,9 @@ def theta_update_newton_batched(data: _Shards, center: np.ndarray, rho: np.ndarr
         while searching.size:
             trial = th[searching] - t[searching, None] * step[searching]
             f_trial = value(active[searching], trial)
-            ok = (f_trial <= f_act[searching] - 1e-4 * t[searching] * slope[searching]) \
-                | (t[searching] < 1e-10)
+            ok = (f_trial <= f_act[searching] - 1e-4 * t[searching] * slope[searching]) | (
+                t[searching] < 1e-10
+            )
             done = searching[ok]
             cand[done], f_cand[done] = trial[ok], f_trial[ok]
             searching = searching[~ok]
@@ -241,8 +261,9 @@ def theta_update_newton_batched(data: _Shards, center: np.ndarray, rho: np.ndarr
     return theta
 
 
-def _residuals(z: np.ndarray, z_prev: np.ndarray, theta: np.ndarray, c: float,
-               edges: EdgeIndex) -> tuple[np.ndarray, np.ndarray]:
+def _residuals(
+    z: np.ndarray, z_prev: np.ndarray, theta: np.ndarray, c: float, edges: EdgeIndex
+) -> tuple[np.ndarray, np.ndarray]:
     """Primal max_{i in Nbar_j} ||Z_j - theta_i|| and dual c sqrt(d_j) ||Z_j - Z_j^prev||."""
     gap = np.sqrt(((z[edges.row] - theta[edges.col]) ** 2).sum(axis=1))
     primal = np.maximum.reduceat(gap, edges.ptr[:-1])
@@ -256,10 +277,14 @@ def bytes_per_round(degree: np.ndarray, dim: int) -> np.ndarray:
     return (degree - 1) * FLOAT_BYTES * (2 * dim + MESSAGE_SIZE)
 
 
-def run_batched(shards: Sequence[LocalData], groups: GroupStructure, config: ADMMConfig,
-                graph: nx.Graph,
-                on_progress: Callable[[ProgressRecord], None] | None = None,
-                stop_when: Callable[[ProgressRecord], bool] | None = None) -> BatchedResult:
+def run_batched(
+    shards: Sequence[LocalData],
+    groups: GroupStructure,
+    config: ADMMConfig,
+    graph: nx.Graph,
+    on_progress: Callable[[ProgressRecord], None] | None = None,
+    stop_when: Callable[[ProgressRecord], bool] | None = None,
+) -> BatchedResult:
     """The ADMM of ``run_machine`` for all machines of ``graph`` at once (module docstring).
 
     ``shards[j]`` is machine j's data; all share n_total, the loss and the columns. Only the
@@ -300,22 +325,33 @@ def run_batched(shards: Sequence[LocalData], groups: GroupStructure, config: ADM
 
             primal, dual = _residuals(z, z_prev, theta, c, edges)
             norm = np.linalg.norm(theta, axis=1)
-            objective = data.inv_n * data.loss_sum(slice(None), theta) \
+            objective = (
+                data.inv_n * data.loss_sum(slice(None), theta)
                 + group_norms_batched(theta[:, :-1], groups) @ groups.thresholds
-            pending[t] = np.array([
-                objective.sum(), (_py_max(primal, dual) / _py_max(norm, 1.0)).max(),
-                primal.max(), dual.max(), norm.max(),
-            ])
+            )
+            pending[t] = np.array(
+                [
+                    objective.sum(),
+                    (_py_max(primal, dual) / _py_max(norm, 1.0)).max(),
+                    primal.max(),
+                    dual.max(),
+                    norm.max(),
+                ]
+            )
 
             complete = pending.pop(t - lag, None)
             if complete is None:
                 continue
             done_round = t - lag
-            record = ProgressRecord(done_round, float(complete[0]), float(complete[2]),
-                                    float(complete[3]))
+            record = ProgressRecord(
+                done_round, float(complete[0]), float(complete[2]), float(complete[3])
+            )
             history.append(record)
-            if on_progress is not None and config.progress_every and (
-                    done_round % config.progress_every == 0):
+            if (
+                on_progress is not None
+                and config.progress_every
+                and (done_round % config.progress_every == 0)
+            ):
                 on_progress(record)
             reason, factor = network_decision(complete, done_round, config, n_adapted)
             if reason is None and stop_when is not None and stop_when(record):
@@ -327,7 +363,14 @@ def run_batched(shards: Sequence[LocalData], groups: GroupStructure, config: ADM
                 c *= factor
                 n_adapted += 1
 
-    return BatchedResult(theta=theta, z=z, rounds=rounds, stop_reason=stop_reason,
-                         c_final=c, n_adapted=n_adapted,
-                         bytes_per_round=bytes_per_round(edges.degree, dim),
-                         seconds=time.perf_counter() - start, history=history)
+    return BatchedResult(
+        theta=theta,
+        z=z,
+        rounds=rounds,
+        stop_reason=stop_reason,
+        c_final=c,
+        n_adapted=n_adapted,
+        bytes_per_round=bytes_per_round(edges.degree, dim),
+        seconds=time.perf_counter() - start,
+        history=history,
+    )

@@ -66,8 +66,9 @@ class LabelOracle:
         return int(np.count_nonzero(self.y_raw != self.y_randomized))
 
 
-def randomize_labels(y_raw: np.ndarray, keep_prob: float, rng: np.random.Generator,
-                     part: str) -> tuple[np.ndarray, dp_event.DpEvent]:
+def randomize_labels(
+    y_raw: np.ndarray, keep_prob: float, rng: np.random.Generator, part: str
+) -> tuple[np.ndarray, dp_event.DpEvent]:
     """Randomized response on the labels of ``part`` (e.g. "machine 3"): the one place a raw
     label vector is turned into a releasable one (tests replace this function to hold the
     randomized labels fixed while changing raw ones)."""
@@ -76,9 +77,14 @@ def randomize_labels(y_raw: np.ndarray, keep_prob: float, rng: np.random.Generat
     return randomized_response(y_raw, keep_prob=keep_prob, rng=rng)
 
 
-def cross_boundary(raw: RawShard, keep_prob: float, rng: np.random.Generator, part: str, *,
-                   keep_oracle: bool = False
-                   ) -> tuple[PrivateShard, dp_event.DpEvent, LabelOracle | None]:
+def cross_boundary(
+    raw: RawShard,
+    keep_prob: float,
+    rng: np.random.Generator,
+    part: str,
+    *,
+    keep_oracle: bool = False,
+) -> tuple[PrivateShard, dp_event.DpEvent, LabelOracle | None]:
     """The machine's randomized shard, the release's event, and (only if asked) the oracle."""
     noisy, event = randomize_labels(raw.y_raw, keep_prob, rng, part)
     private = PrivateShard(raw.X, noisy, raw.n_total, raw.group_labels, raw.group_weights)

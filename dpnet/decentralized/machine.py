@@ -50,37 +50,48 @@ class MachineOutcome:
     oracle: MachineOracle | None
 
 
-def local_problem(shard: PrivateShard, *, lam: float, loss: str, keep_prob: float,
-                  n_machines: int) -> tuple[LocalData, GroupStructure]:
+def local_problem(
+    shard: PrivateShard, *, lam: float, loss: str, keep_prob: float, n_machines: int
+) -> tuple[LocalData, GroupStructure]:
     """The machine's ADMM data (design with intercept column, randomized labels) and groups:
     thresholds lam w_g / (2J); the unbiased loss corrects for the known keep probability."""
     grp_ptr, grp_indices = groups_from_labels(shard.group_labels)
     thresholds = lam * shard.group_weights / (2.0 * n_machines)
     X_aug = np.hstack([shard.X, np.ones((shard.X.shape[0], 1))])
-    data = LocalData(X_aug, shard.y, shard.n_total,
-                     MarginLoss(loss, keep_prob if loss == "unbiased" else 1.0))
+    data = LocalData(
+        X_aug, shard.y, shard.n_total, MarginLoss(loss, keep_prob if loss == "unbiased" else 1.0)
+    )
     return data, GroupStructure(grp_ptr, grp_indices, thresholds)
 
 
-def run_private_machine(comm: Any, raw: RawShard, *, keep_prob: float, loss: str,
-                        admm: ADMMConfig, graph: nx.Graph, rng: np.random.Generator,
-                        keep_oracle: bool = False,
-                        on_progress: Callable[[ProgressRecord], None] | None = None
-                        ) -> MachineOutcome:
+def run_private_machine(
+    comm: Any,
+    raw: RawShard,
+    *,
+    keep_prob: float,
+    loss: str,
+    admm: ADMMConfig,
+    graph: nx.Graph,
+    rng: np.random.Generator,
+    keep_oracle: bool = False,
+    on_progress: Callable[[ProgressRecord], None] | None = None,
+) -> MachineOutcome:
     """Randomized response on this machine's labels (its ``rng``), then the ADMM rounds."""
     shard, event, label_oracle = boundary.cross_boundary(
-        raw, keep_prob, rng, f"machine {comm.rank}", keep_oracle=keep_oracle)
+        raw, keep_prob, rng, f"machine {comm.rank}", keep_oracle=keep_oracle
+    )
     del raw  # nothing below may read the raw labels
-    data, groups = local_problem(shard, lam=admm.lam, loss=loss, keep_prob=keep_prob,
-                                 n_machines=comm.size)
-    result = run_machine(comm, data, groups, admm, graph,
-                         on_progress if comm.rank == 0 else None)
+    data, groups = local_problem(
+        shard, lam=admm.lam, loss=loss, keep_prob=keep_prob, n_machines=comm.size
+    )
+    result = run_machine(comm, data, groups, admm, graph, on_progress if comm.rank == 0 else None)
     oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
     return MachineOutcome(MachineRelease(result, event), oracle)
 
 
-def machine_oracle(label_oracle: LabelOracle, data: LocalData,
-                   result: MachineResult) -> MachineOracle:
+def machine_oracle(
+    label_oracle: LabelOracle, data: LocalData, result: MachineResult
+) -> MachineOracle:
     """Flip count and the local loss of the final iterate on the raw labels (oracle only)."""
     true_data = LocalData(data.X_aug, label_oracle.y_raw, data.n_total, MarginLoss())
     return MachineOracle(label_oracle.labels_flipped, local_objective(true_data, result.theta))
@@ -92,18 +103,28 @@ def consensus_model(releases: list[MachineRelease]) -> tuple[np.ndarray, float]:
     return consensus[:-1], float(consensus[-1])
 
 
-def label_privacy_ledger(releases: list[MachineRelease],
-                         holdout_event: dp_event.DpEvent | None = None) -> PrivacyLedger:
+def label_privacy_ledger(
+    releases: list[MachineRelease], holdout_event: dp_event.DpEvent | None = None
+) -> PrivacyLedger:
     """One randomized-response release per machine, plus one for held-out rows (if any):
     disjoint rows, so parallel composition gives the run epsilon, not (J + 1) epsilon."""
     ledger = PrivacyLedger()
     for j, r in enumerate(releases):
-        ledger.record(r.rr_event, label=f"randomized response on machine {j}'s labels",
-                      relation=RR_RELATION, protects=RR_PROTECTS, machine=j,
-                      guarantee="epsilon-label-DP")
+        ledger.record(
+            r.rr_event,
+            label=f"randomized response on machine {j}'s labels",
+            relation=RR_RELATION,
+            protects=RR_PROTECTS,
+            machine=j,
+            guarantee="epsilon-label-DP",
+        )
     if holdout_event is not None:
-        ledger.record(holdout_event,
-                      label="randomized response on the held-out rows' labels (rank 0)",
-                      relation=RR_RELATION, protects=RR_PROTECTS, machine=HOLDOUT_PART,
-                      guarantee="epsilon-label-DP")
+        ledger.record(
+            holdout_event,
+            label="randomized response on the held-out rows' labels (rank 0)",
+            relation=RR_RELATION,
+            protects=RR_PROTECTS,
+            machine=HOLDOUT_PART,
+            guarantee="epsilon-label-DP",
+        )
     return ledger

@@ -86,14 +86,21 @@ class LocalData:
         return self.X_aug.shape[1] - 1
 
 
-def z_update(theta_nbhd: np.ndarray, v_out: np.ndarray, z_prev: np.ndarray, c: float,
-             groups: GroupStructure, alpha_z: float = 1.0) -> np.ndarray:
+def z_update(
+    theta_nbhd: np.ndarray,
+    v_out: np.ndarray,
+    z_prev: np.ndarray,
+    c: float,
+    groups: GroupStructure,
+    alpha_z: float = 1.0,
+) -> np.ndarray:
     """Z step: exact group soft-threshold target, approached with step ``alpha_z`` (1 = exact)."""
     d = theta_nbhd.shape[0]
     u = (c * theta_nbhd - v_out).sum(axis=0)
     target = np.empty_like(u)
-    target[:-1] = block_soft_threshold(u[:-1], groups.thresholds, groups.grp_ptr,
-                                       groups.grp_indices)
+    target[:-1] = block_soft_threshold(
+        u[:-1], groups.thresholds, groups.grp_ptr, groups.grp_indices
+    )
     target[-1] = u[-1]
     target /= c * d
     if alpha_z == 1.0:
@@ -122,8 +129,14 @@ def newton_system_kind(n_rows: int, dim: int) -> NewtonSystem:
     return "woodbury" if n_rows < dim else "dense"
 
 
-def newton_direction(X: np.ndarray, weights: np.ndarray, rho: float, grad: np.ndarray,
-                     kind: NewtonSystem, gram: np.ndarray | None = None) -> np.ndarray:
+def newton_direction(
+    X: np.ndarray,
+    weights: np.ndarray,
+    rho: float,
+    grad: np.ndarray,
+    kind: NewtonSystem,
+    gram: np.ndarray | None = None,
+) -> np.ndarray:
     r"""H^{-1} grad for H = X^T diag(weights) X + rho I, weights >= 0 (may be exactly 0), rho > 0.
 
     ``dense``: np.linalg.solve on H. ``woodbury``: with S = diag(weights)^{1/2},
@@ -144,14 +157,23 @@ def newton_direction(X: np.ndarray, weights: np.ndarray, rho: float, grad: np.nd
     s = np.sqrt(weights)
     small = s[:, None] * gram * s[None, :]
     small[np.diag_indices_from(small)] += rho
-    w = cho_solve(cho_factor(small, lower=True, check_finite=False), s * (X @ grad),
-                  check_finite=False)
+    w = cho_solve(
+        cho_factor(small, lower=True, check_finite=False), s * (X @ grad), check_finite=False
+    )
     return (grad - X.T @ (s * w)) / rho
 
 
-def theta_update_newton(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
-                        theta_prev: np.ndarray, c: float, *, tol: float = 1e-12,
-                        max_iter: int = 50, system: NewtonSystem | None = None) -> np.ndarray:
+def theta_update_newton(
+    data: LocalData,
+    z_nbhd: np.ndarray,
+    v_in: np.ndarray,
+    theta_prev: np.ndarray,
+    c: float,
+    *,
+    tol: float = 1e-12,
+    max_iter: int = 50,
+    system: NewtonSystem | None = None,
+) -> np.ndarray:
     """theta step solved to ``tol`` (gradient norm) by damped Newton from ``theta_prev``.
 
     The subproblem is smooth and (c d_j)-strongly convex; Armijo backtracking on the exact
@@ -195,9 +217,16 @@ def theta_update_newton(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
     return theta
 
 
-def theta_update_gradient(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
-                          theta_prev: np.ndarray, c: float, *, n_steps: int,
-                          step_size: float) -> np.ndarray:
+def theta_update_gradient(
+    data: LocalData,
+    z_nbhd: np.ndarray,
+    v_in: np.ndarray,
+    theta_prev: np.ndarray,
+    c: float,
+    *,
+    n_steps: int,
+    step_size: float,
+) -> np.ndarray:
     """The paper's theta step: ``n_steps`` (U) gradient steps of size ``step_size`` (alpha_beta)."""
     d = z_nbhd.shape[0]
     m = _prox_center(z_nbhd, v_in, c)
@@ -210,15 +239,23 @@ def theta_update_gradient(data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray,
     return theta
 
 
-def dual_update(v_out: np.ndarray, v_in: np.ndarray, z_own: np.ndarray, z_nbhd: np.ndarray,
-                theta_own: np.ndarray, theta_nbhd: np.ndarray, c: float) -> None:
+def dual_update(
+    v_out: np.ndarray,
+    v_in: np.ndarray,
+    z_own: np.ndarray,
+    z_nbhd: np.ndarray,
+    theta_own: np.ndarray,
+    theta_nbhd: np.ndarray,
+    c: float,
+) -> None:
     """In place: V_ji += c (Z_j - theta_i) and V_ij += c (Z_i - theta_j) for i in Nbar_j."""
     v_out += c * (z_own[None, :] - theta_nbhd)
     v_in += c * (z_nbhd - theta_own[None, :])
 
 
-def residuals(z_own: np.ndarray, z_prev: np.ndarray, theta_nbhd: np.ndarray,
-              c: float) -> tuple[float, float]:
+def residuals(
+    z_own: np.ndarray, z_prev: np.ndarray, theta_nbhd: np.ndarray, c: float
+) -> tuple[float, float]:
     """Local primal max_i ||Z_j - theta_i|| and dual c sqrt(d_j) ||Z_j - Z_j^prev||."""
     primal = float(np.sqrt(((z_own[None, :] - theta_nbhd) ** 2).sum(axis=1)).max())
     dual = float(c * np.sqrt(theta_nbhd.shape[0]) * np.linalg.norm(z_own - z_prev))

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-STAT_NAMES = ("objective_part", "scaled_residual", "primal_residual", "dual_residual",
-              "coef_norm")
+STAT_NAMES = ("objective_part", "scaled_residual", "primal_residual", "dual_residual", "coef_norm")
 N_STATS = len(STAT_NAMES)
 _IS_SUM = np.array([True, False, False, False, False])
 NEUTRAL = np.where(_IS_SUM, 0.0, -np.inf)

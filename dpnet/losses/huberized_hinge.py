@@ -38,21 +38,24 @@ def huberized_hinge_dloss(margin: np.ndarray, h: float = 0.5) -> np.ndarray:
     return -np.clip((1.0 + h - np.asarray(margin, dtype=float)) / (2.0 * h), 0.0, 1.0)
 
 
-def huberized_hinge_objective(X: np.ndarray, y: np.ndarray, coef: np.ndarray, h: float = 0.5,
-                              scale: float | None = None) -> float:
+def huberized_hinge_objective(
+    X: np.ndarray, y: np.ndarray, coef: np.ndarray, h: float = 0.5, scale: float | None = None
+) -> float:
     """scale * sum_i l(y_i x_i^T coef), with scale = 1/n by default."""
     s = 1.0 / len(y) if scale is None else scale
     return float(s * huberized_hinge_loss(y * (X @ coef), h).sum())
 
 
-def huberized_hinge_gradient(X: np.ndarray, y: np.ndarray, coef: np.ndarray, h: float = 0.5,
-                             scale: float | None = None) -> np.ndarray:
+def huberized_hinge_gradient(
+    X: np.ndarray, y: np.ndarray, coef: np.ndarray, h: float = 0.5, scale: float | None = None
+) -> np.ndarray:
     """Gradient of :func:`huberized_hinge_objective` in coef."""
     s = 1.0 / len(y) if scale is None else scale
     return X.T @ (s * y * huberized_hinge_dloss(y * (X @ coef), h))
 
 
-def huberized_hinge_per_example_gradients(X: np.ndarray, y: np.ndarray, coef: np.ndarray,
-                                          h: float = 0.5) -> np.ndarray:
+def huberized_hinge_per_example_gradients(
+    X: np.ndarray, y: np.ndarray, coef: np.ndarray, h: float = 0.5
+) -> np.ndarray:
     """Rows are grad_w l(y_i x_i^T w) = y_i l'(y_i x_i^T w) x_i, shape (n, p)."""
     return (y * huberized_hinge_dloss(y * (X @ coef), h))[:, None] * X

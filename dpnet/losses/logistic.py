@@ -21,16 +21,26 @@ def logistic_dloss(margin: np.ndarray) -> np.ndarray:
     return -expit(-margin)
 
 
-def logistic_objective(X: np.ndarray, y: np.ndarray, coef: np.ndarray, intercept: float = 0.0,
-                       scale: float | None = None) -> float:
+def logistic_objective(
+    X: np.ndarray,
+    y: np.ndarray,
+    coef: np.ndarray,
+    intercept: float = 0.0,
+    scale: float | None = None,
+) -> float:
     """sum_i log(1 + exp(-y_i (x_i^T coef + b))) * scale, with scale = 1/n by default."""
     margin = y * (X @ coef + intercept)
     s = 1.0 / len(y) if scale is None else scale
     return float(s * logistic_loss(margin).sum())
 
 
-def logistic_gradient(X: np.ndarray, y: np.ndarray, coef: np.ndarray, intercept: float = 0.0,
-                      scale: float | None = None) -> tuple[np.ndarray, float]:
+def logistic_gradient(
+    X: np.ndarray,
+    y: np.ndarray,
+    coef: np.ndarray,
+    intercept: float = 0.0,
+    scale: float | None = None,
+) -> tuple[np.ndarray, float]:
     """Gradient of :func:`logistic_objective` in (coef, intercept)."""
     margin = y * (X @ coef + intercept)
     s = 1.0 / len(y) if scale is None else scale

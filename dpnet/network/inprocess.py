@@ -63,8 +63,9 @@ class InProcessCommunicator:
         return result
 
 
-def run_in_process(graph: nx.Graph, target: Callable[[InProcessCommunicator], Any], *,
-                   timeout: float = 600.0) -> list[Any]:
+def run_in_process(
+    graph: nx.Graph, target: Callable[[InProcessCommunicator], Any], *, timeout: float = 600.0
+) -> list[Any]:
     """Run ``target(comm)`` for every node of ``graph`` in its own thread; return the results.
 
     The first exception raised on any machine is re-raised here after all threads stopped.
@@ -88,8 +89,10 @@ def run_in_process(graph: nx.Graph, target: Callable[[InProcessCommunicator], An
             errors.append((rank, exc))
             shared.barrier.abort()
 
-    threads = [threading.Thread(target=body, args=(r,), name=f"machine-{r}", daemon=True)
-               for r in range(size)]
+    threads = [
+        threading.Thread(target=body, args=(r,), name=f"machine-{r}", daemon=True)
+        for r in range(size)
+    ]
     with threadpool_limits(limits=1, user_api="blas"):
         for t in threads:
             t.start()

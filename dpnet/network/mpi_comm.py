@@ -93,8 +93,7 @@ def install_abort_hook() -> None:
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
         rank = MPI.COMM_WORLD.Get_rank()
-        print(f"dpnet: rank {rank} failed: {exc_type.__name__}: {exc}", file=sys.stderr,
-              flush=True)
+        print(f"dpnet: rank {rank} failed: {exc_type.__name__}: {exc}", file=sys.stderr, flush=True)
         MPI.COMM_WORLD.Abort(1)
 
     sys.excepthook = hook

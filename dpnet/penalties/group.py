@@ -29,14 +29,16 @@ def group_norms(beta: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray) 
     return np.sqrt(np.add.reduceat(sq, grp_ptr[:-1])) if sq.size else np.zeros(0)
 
 
-def group_penalty(beta: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray,
-                  weights: np.ndarray) -> float:
+def group_penalty(
+    beta: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray, weights: np.ndarray
+) -> float:
     """sum_g w_g ||beta_g||_2."""
     return float(weights @ group_norms(beta, grp_ptr, grp_indices))
 
 
-def block_soft_threshold(u: np.ndarray, thresholds: np.ndarray, grp_ptr: np.ndarray,
-                         grp_indices: np.ndarray) -> np.ndarray:
+def block_soft_threshold(
+    u: np.ndarray, thresholds: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray
+) -> np.ndarray:
     """prox of sum_g t_g ||.||_2 at u: each block scaled by max(0, 1 - t_g/||u_g||)."""
     norms = group_norms(u, grp_ptr, grp_indices)
     with np.errstate(divide="ignore", invalid="ignore"):

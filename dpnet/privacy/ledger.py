@@ -139,8 +139,9 @@ class PrivacyLedger:
             if not machine.strip():
                 raise PrivacyError("a named partition needs a non-empty name")
         elif machine is not None and (int(machine) != machine or machine < 0):
-            raise PrivacyError(f"machine must be a non-negative integer, a partition name or "
-                               f"None, got {machine}")
+            raise PrivacyError(
+                f"machine must be a non-negative integer, a partition name or None, got {machine}"
+            )
         release = Release(
             event=event,
             label=str(label),
@@ -156,8 +157,9 @@ class PrivacyLedger:
     def _groups(self) -> list[list[Release]]:
         """Release lists whose composition bounds one person's loss (central + machine j)."""
         central = [r for r in self._releases if r.machine is None]
-        machines = sorted({r.machine for r in self._releases if r.machine is not None},
-                          key=_partition_order)
+        machines = sorted(
+            {r.machine for r in self._releases if r.machine is not None}, key=_partition_order
+        )
         if not machines:
             return [central]
         return [central + [r for r in self._releases if r.machine == j] for j in machines]
@@ -224,8 +226,9 @@ class PrivacyLedger:
             }
             for r in self._releases
         ]
-        machines = sorted({r.machine for r in self._releases if r.machine is not None},
-                          key=_partition_order)
+        machines = sorted(
+            {r.machine for r in self._releases if r.machine is not None}, key=_partition_order
+        )
         per_machine = {
             str(j): _json_float(sum(r.pure_epsilon for r in self._releases if r.machine == j))
             for j in machines
@@ -239,7 +242,7 @@ class PrivacyLedger:
             "relation": self.relation,
             "protects": sorted({r.protects for r in self._releases}),
             "composition": "sequential within central/machine; parallel over disjoint machines "
-                           "and named partitions",
+            "and named partitions",
             "releases": releases,
             "central_pure_epsilon": _json_float(central),
             "per_machine_pure_epsilon": per_machine,

@@ -52,8 +52,9 @@ def laplace_grid(l1_sensitivity: float, dim: int) -> float:
     return float(2.0 ** math.floor(math.log2(l1_sensitivity * GRID_FRACTION / dim)))
 
 
-def discrete_laplace(scale: float, size: int | tuple[int, ...],
-                     rng: np.random.Generator) -> np.ndarray:
+def discrete_laplace(
+    scale: float, size: int | tuple[int, ...], rng: np.random.Generator
+) -> np.ndarray:
     """Integers k with P(k) = (1 - a)/(1 + a) a^|k|, a = exp(-1/scale): G1 - G2 for iid
     geometric G_i on {1, 2, ...} with success probability q = 1 - a.
 
@@ -116,8 +117,10 @@ def laplace_mechanism(
     g = _positive("grid step (l1_sensitivity too small)", laplace_grid(sens, dim))
     scale = (sens + dim * g) / (eps * g)
     if not scale <= MAX_SCALE:
-        raise PrivacyError(f"noise scale {scale:.3g} grid steps is beyond exact integers "
-                           f"(epsilon {eps:.3g} too small)")
+        raise PrivacyError(
+            f"noise scale {scale:.3g} grid steps is beyond exact integers "
+            f"(epsilon {eps:.3g} too small)"
+        )
     k = np.rint(np.clip(arr / g, -_EXACT_INT, _EXACT_INT))
     out = (k + discrete_laplace(scale, arr.shape, rng)) * g
     event = PureDpEvent(epsilon=eps, mechanism="discrete_laplace", dim=dim)
@@ -133,8 +136,9 @@ def gaussian_grid(l2_sensitivity: float, dim: int) -> float:
     return float(2.0 ** math.floor(math.log2(bound)))
 
 
-def discrete_gaussian(scale: float, size: int | tuple[int, ...],
-                      rng: np.random.Generator) -> np.ndarray:
+def discrete_gaussian(
+    scale: float, size: int | tuple[int, ...], rng: np.random.Generator
+) -> np.ndarray:
     """Integers y with P(y) proportional to exp(-y^2 / (2 scale^2)) (as float64).
 
     Canonne, Kamath & Steinke (2020), Algorithm 3: propose Y from the discrete Laplace with
@@ -155,8 +159,7 @@ def discrete_gaussian(scale: float, size: int | tuple[int, ...],
     missing = n
     while missing > 0:
         y = discrete_laplace(t, missing + missing // 2 + 16, rng)
-        accept = rng.random(y.size) < np.exp(-((np.abs(y) - scale**2 / t) ** 2)
-                                             / (2.0 * scale**2))
+        accept = rng.random(y.size) < np.exp(-((np.abs(y) - scale**2 / t) ** 2) / (2.0 * scale**2))
         kept.append(y[accept][:missing])
         missing -= kept[-1].size
     out = np.concatenate(kept) if kept else np.empty(0)
@@ -272,8 +275,10 @@ def keep_prob_from_epsilon(epsilon: float) -> float:
     eps = _positive("epsilon", epsilon)
     p = float(special.expit(eps))
     if p == 1.0:
-        raise PrivacyError(f"epsilon {eps:g} is too large: the keep probability rounds to 1 "
-                           f"(no label would ever be flipped)")
+        raise PrivacyError(
+            f"epsilon {eps:g} is too large: the keep probability rounds to 1 "
+            f"(no label would ever be flipped)"
+        )
     # ln(p/(1-p)) in floating point: 1 - p is exact (Sterbenz), the division and the log add
     # at most ~2 ulp, i.e. < 4.5e-16 (1 + eps) in absolute terms: stay below eps by that much
     while p > 0.5 and epsilon_from_keep_prob(p) + 4.5e-16 * (1.0 + eps) > eps:

@@ -100,11 +100,13 @@ def irls_fit(
     d = X.shape[1]
     ridge = _ridge(d, lam, intercept_ridge)
     theta, iters = irls(X, y, e=e, ridge=ridge, tol=tol, max_iter=max_iter)
-    delta2 = irls_l2_sensitivity(X.shape[0], lam=lam, intercept_ridge=intercept_ridge,
-                                 x_bound=x_bound)
+    delta2 = irls_l2_sensitivity(
+        X.shape[0], lam=lam, intercept_ridge=intercept_ridge, x_bound=x_bound
+    )
     gtol = min(lam, intercept_ridge) * CERT_SLACK * delta2
-    theta, gnorm = newton_minimise(X, y, log_abs_loss(e), ridge=ridge, theta0=theta,
-                                   gtol=min(gtol, 1e-10))
+    theta, gnorm = newton_minimise(
+        X, y, log_abs_loss(e), ridge=ridge, theta0=theta, gtol=min(gtol, 1e-10)
+    )
     if gnorm > gtol:
         raise DpnetError(f"IRLS: minimiser not certified (gradient {gnorm:.3g} > {gtol:.3g})")
     return theta, iters
@@ -126,8 +128,16 @@ def dp_irls(
     """Algorithm 2: :func:`irls_fit` + Laplace noise per coordinate, L1 sensitivity
     sqrt(d+1) (1 + 2 CERT_SLACK) Delta_2. Guarantee: epsilon-DP, no convergence assumption."""
     n, d = X.shape
-    theta, _ = irls_fit(X, y, lam=lam, e=e, x_bound=x_bound, intercept_ridge=intercept_ridge,
-                        tol=tol, max_iter=max_iter)
+    theta, _ = irls_fit(
+        X,
+        y,
+        lam=lam,
+        e=e,
+        x_bound=x_bound,
+        intercept_ridge=intercept_ridge,
+        tol=tol,
+        max_iter=max_iter,
+    )
     delta2 = irls_l2_sensitivity(n, lam=lam, intercept_ridge=intercept_ridge, x_bound=x_bound)
     l1 = math.sqrt(d + 1) * (1.0 + 2.0 * CERT_SLACK) * delta2
     out, event = laplace_mechanism(theta, l1_sensitivity=l1, epsilon=epsilon, rng=rng)
@@ -172,14 +182,17 @@ def dp_coordinate_descent(
         eta = step / (t + 1)
         u = lad_descent_direction(Xb, mu + Xb @ beta - yb, beta, lam)
         s_beta = coordinate_beta_l1_sensitivity(eta, idx.size, d=d, x_bound=x_bound)
-        s_mu = coordinate_mu_sensitivity(idx.size, x_bound=x_bound, y_bound=y_bound,
-                                         beta_bound=beta_bound)
+        s_mu = coordinate_mu_sensitivity(
+            idx.size, x_bound=x_bound, y_bound=y_bound, beta_bound=beta_bound
+        )
         eps_beta, eps_mu = split_epsilon(epsilon, s_beta, s_mu, d)
-        noisy, _ = laplace_mechanism(beta + eta * u, l1_sensitivity=s_beta, epsilon=eps_beta,
-                                     rng=rng)
+        noisy, _ = laplace_mechanism(
+            beta + eta * u, l1_sensitivity=s_beta, epsilon=eps_beta, rng=rng
+        )
         beta = _project_ball(np.asarray(noisy), beta_bound)
-        mu_val, _ = laplace_mechanism(float(np.mean(yb - Xb @ beta)), l1_sensitivity=s_mu,
-                                      epsilon=eps_mu, rng=rng)
+        mu_val, _ = laplace_mechanism(
+            float(np.mean(yb - Xb @ beta)), l1_sensitivity=s_mu, epsilon=eps_mu, rng=rng
+        )
         mu = float(mu_val)
     event = PureDpEvent(epsilon=epsilon, mechanism="coordinate_descent_disjoint_batches", dim=d + 1)
     guarantee = (

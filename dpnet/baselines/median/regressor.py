@@ -174,21 +174,41 @@ class DPMedianRegressor:
         common = {"lam": float(self.lam), "x_bound": float(self.x_bound)}
         if self.method == "exact":
             theta = exact_lad(Xa, ya, float(self.lam))
-            releases = [(dp_event.NonPrivateDpEvent(), "median exact LAD fit (non-private)",
-                         "none: non-private reference")]
+            releases = [
+                (
+                    dp_event.NonPrivateDpEvent(),
+                    "median exact LAD fit (non-private)",
+                    "none: non-private reference",
+                )
+            ]
         elif self.method == "objective":
             theta, releases = dp_objective_perturbation(
-                Xa, ya, epsilon=float(self.epsilon), gamma=float(self.gamma),
-                intercept_ridge=a_mu, rng=rng, **common)
+                Xa,
+                ya,
+                epsilon=float(self.epsilon),
+                gamma=float(self.gamma),
+                intercept_ridge=a_mu,
+                rng=rng,
+                **common,
+            )
         elif self.method == "irls":
             theta, releases = dp_irls(
-                Xa, ya, epsilon=float(self.epsilon), e=float(self.e), intercept_ridge=a_mu,
-                rng=rng, tol=float(self.tol), max_iter=int(self.max_iter), **common)
+                Xa,
+                ya,
+                epsilon=float(self.epsilon),
+                e=float(self.e),
+                intercept_ridge=a_mu,
+                rng=rng,
+                tol=float(self.tol),
+                max_iter=int(self.max_iter),
+                **common,
+            )
         else:
             theta, releases = self._fit_coordinate(Xa, ya, a_mu, rng, common)
         for event, label, guarantee in releases:
-            ledger.record(event, label=label, relation=RELATION, protects=PROTECTS,
-                          guarantee=guarantee)
+            ledger.record(
+                event, label=label, relation=RELATION, protects=PROTECTS, guarantee=guarantee
+            )
         self.intercept_ = float(theta[0])
         self.coef_ = np.asarray(theta[1:], dtype=float)
         self.n_features_in_ = d
@@ -200,17 +220,26 @@ class DPMedianRegressor:
         releases: list = []
         if isinstance(self.init, str) and self.init == "private":
             eps_init = float(self.init_share) * eps
-            theta0, releases = dp_irls(X, y, epsilon=eps_init, e=float(self.e),
-                                       intercept_ridge=a_mu, rng=rng, **common)
+            theta0, releases = dp_irls(
+                X, y, epsilon=eps_init, e=float(self.e), intercept_ridge=a_mu, rng=rng, **common
+            )
             eps -= eps_init
         elif isinstance(self.init, str):
             theta0 = np.zeros(X.shape[1] + 1)
         else:
             theta0 = np.asarray(self.init, dtype=float)
         theta, cd = dp_coordinate_descent(
-            X, y, epsilon=eps, n_splits=int(self.n_splits), step=float(self.step),
-            y_bound=float(self.y_bound), beta_bound=float(self.beta_bound), theta0=theta0,
-            rng=rng, **common)
+            X,
+            y,
+            epsilon=eps,
+            n_splits=int(self.n_splits),
+            step=float(self.step),
+            y_bound=float(self.y_bound),
+            beta_bound=float(self.beta_bound),
+            theta0=theta0,
+            rng=rng,
+            **common,
+        )
         return theta, releases + cd
 
     def predict(self, X: Any) -> np.ndarray:
@@ -233,8 +262,15 @@ class DPMedianRegressor:
 
 TRUE_THETA = np.array([2.0, 3.0, 0.0, -4.0])  # (mu, beta_1, beta_2, beta_3)
 PAPER_PARAMS: dict[str, Any] = {
-    "lam": 0.002, "gamma": 0.05, "e": 0.05, "tol": 1e-6, "max_iter": 200,
-    "n_splits": 40, "step": 0.1, "x_bound": 1.0, "y_bound": 10.0,
+    "lam": 0.002,
+    "gamma": 0.05,
+    "e": 0.05,
+    "tol": 1e-6,
+    "max_iter": 200,
+    "n_splits": 40,
+    "step": 0.1,
+    "x_bound": 1.0,
+    "y_bound": 10.0,
 }
 
 
@@ -252,8 +288,7 @@ def simulate_median_data(n: int, *, rng: np.random.Generator) -> tuple[np.ndarra
 
 
 def run_median_baselines(
-    *, epsilon: float, seed: int | None, n_samples: int = 5000,
-    ledger: PrivacyLedger | None = None
+    *, epsilon: float, seed: int | None, n_samples: int = 5000, ledger: PrivacyLedger | None = None
 ) -> dict[str, Any]:
     """Fit the exact reference and Alg. 1-3 (paper's parameters, each at ``epsilon``) on the
     paper's simulation; every release goes to ``ledger`` (central, sequential composition).
@@ -269,9 +304,13 @@ def run_median_baselines(
     ledger = PrivacyLedger() if ledger is None else ledger
     rng = np.random.default_rng(seed)
     X, y = simulate_median_data(int(n_samples), rng=rng)
-    out: dict[str, Any] = {"epsilon": eps, "seed": None if seed is None else int(seed),
-                           "n_samples": int(n_samples),
-                           "true_theta": TRUE_THETA.tolist(), "methods": {}}
+    out: dict[str, Any] = {
+        "epsilon": eps,
+        "seed": None if seed is None else int(seed),
+        "n_samples": int(n_samples),
+        "true_theta": TRUE_THETA.tolist(),
+        "methods": {},
+    }
     start = time.perf_counter()
     Xc, yc = clip_rows_safe(X, PAPER_PARAMS["x_bound"]), clip_values(y, PAPER_PARAMS["y_bound"])
     reference = exact_lad(Xc, yc, PAPER_PARAMS["lam"])

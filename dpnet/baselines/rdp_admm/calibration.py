@@ -65,8 +65,9 @@ def _log_forward_differences(s: float, count: int) -> np.ndarray:
 def _log_a_int(q: float, s: float, alpha: int, deltas: np.ndarray) -> float:
     """log A_alpha of Thm 27 at integer alpha >= 2 (module docstring)."""
     i = np.arange(2, alpha + 1, dtype=float)
-    log_comb = special.gammaln(alpha + 1.0) - special.gammaln(i + 1.0) - special.gammaln(
-        alpha - i + 1.0)
+    log_comb = (
+        special.gammaln(alpha + 1.0) - special.gammaln(i + 1.0) - special.gammaln(alpha - i + 1.0)
+    )
     cgf = (i - 1.0) * i / (2.0 * s * s)
     bound = math.log(2.0) + cgf
     if alpha <= EXACT_MAX_ORDER:
@@ -78,8 +79,9 @@ def _log_a_int(q: float, s: float, alpha: int, deltas: np.ndarray) -> float:
     return float(special.logsumexp(np.concatenate([[0.0], bound + i * math.log(q) + log_comb])))
 
 
-def fixed_size_rdp(q: float, noise_multiplier: float,
-                   orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+def fixed_size_rdp(
+    q: float, noise_multiplier: float, orders: Sequence[float] = DEFAULT_ORDERS
+) -> np.ndarray:
     """RDP of one Gaussian step on a fixed-size batch without replacement (replace-one), at
     each order: dp-accounting's Thm 27 bound with shared forward differences."""
     s = float(noise_multiplier)
@@ -97,17 +99,31 @@ def fixed_size_rdp(q: float, noise_multiplier: float,
 
 
 @functools.lru_cache(maxsize=512)
-def exact_accounting(q: float, noise_multiplier: float, steps: int, delta: float, n: int,
-                     orders: tuple[float, ...] = tuple(DEFAULT_ORDERS)) -> dict[str, Any]:
+def exact_accounting(
+    q: float,
+    noise_multiplier: float,
+    steps: int,
+    delta: float,
+    n: int,
+    orders: tuple[float, ...] = tuple(DEFAULT_ORDERS),
+) -> dict[str, Any]:
     """dpnet's accountant (dp-accounting's Thm 27 code) for ``steps`` fixed-size batches of
     q n rows: epsilon at delta over ``orders``, best order (cached: it is the slow part)."""
-    return epsilon_for("fixed", q, noise_multiplier, steps, delta, n=n, orders=orders,
-                       with_pld=False)
+    return epsilon_for(
+        "fixed", q, noise_multiplier, steps, delta, n=n, orders=orders, with_pld=False
+    )
 
 
-def calibrate_fixed_size(target_epsilon: float, delta: float, *, batch_size: int, n: int,
-                         steps: int, orders: Sequence[float] = DEFAULT_ORDERS,
-                         rtol: float = 1e-6) -> float:
+def calibrate_fixed_size(
+    target_epsilon: float,
+    delta: float,
+    *,
+    batch_size: int,
+    n: int,
+    steps: int,
+    orders: Sequence[float] = DEFAULT_ORDERS,
+    rtol: float = 1e-6,
+) -> float:
     """Smallest noise multiplier (to rtol, rounded up) whose epsilon over ``steps`` batches of
     ``batch_size`` out of n rows is <= target_epsilon, by :func:`exact_accounting` on ``orders``.
 
@@ -117,10 +133,15 @@ def calibrate_fixed_size(target_epsilon: float, delta: float, *, batch_size: int
     target = float(target_epsilon)
     if not (target > 0 and math.isfinite(target)):
         raise PrivacyError(f"target epsilon must be a finite positive number, got {target}")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1 or not (
-            1 <= batch_size < n):
-        raise PrivacyError(f"need steps >= 1 and 1 <= batch_size < n, got {steps}, "
-                           f"{batch_size}, {n}")
+    if (
+        isinstance(steps, bool)
+        or not isinstance(steps, (int, np.integer))
+        or steps < 1
+        or not (1 <= batch_size < n)
+    ):
+        raise PrivacyError(
+            f"need steps >= 1 and 1 <= batch_size < n, got {steps}, {batch_size}, {n}"
+        )
     steps, q, grid = int(steps), batch_size / n, tuple(float(o) for o in orders)
     a = np.asarray(grid)
 
@@ -139,5 +160,4 @@ def calibrate_fixed_size(target_epsilon: float, delta: float, *, batch_size: int
         lo, hi = (lo, mid) if fast_eps(mid) <= target else (mid, hi)
     if exact_accounting(q, hi, steps, delta, n, grid)["epsilon"] <= target:
         return hi
-    return calibrate_noise_multiplier(target, delta, "fixed", q, steps, n=n, orders=a,
-                                      rtol=rtol)
+    return calibrate_noise_multiplier(target, delta, "fixed", q, steps, n=n, orders=a, rtol=rtol)

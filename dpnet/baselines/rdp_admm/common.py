@@ -89,14 +89,14 @@ def encode_labels(y: ArrayLike, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     return np.where(v == classes[1], 1.0, -1.0), classes
 
 
-def objective(loss: MarginLoss, X: np.ndarray, ypm: np.ndarray, w: np.ndarray,
-              lam: float) -> float:
+def objective(loss: MarginLoss, X: np.ndarray, ypm: np.ndarray, w: np.ndarray, lam: float) -> float:
     """F(w) = mean_i l(y_i s_i^T w) + lam ||w||_1."""
     return float(loss.value(ypm * (X @ w)).mean() + lam * np.abs(w).sum())
 
 
-def clipped_gradient_sum(loss: MarginLoss, X: np.ndarray, ypm: np.ndarray, w: np.ndarray,
-                         clip: float) -> np.ndarray:
+def clipped_gradient_sum(
+    loss: MarginLoss, X: np.ndarray, ypm: np.ndarray, w: np.ndarray, clip: float
+) -> np.ndarray:
     """sum_i clip_C(g_i(w)) over the rows given (per-example clipping to L2 norm C)."""
     a = ypm * loss.derivative(ypm * (X @ w))
     norms = np.abs(a) * np.sqrt(np.einsum("ij,ij->i", X, X))
@@ -104,15 +104,17 @@ def clipped_gradient_sum(loss: MarginLoss, X: np.ndarray, ypm: np.ndarray, w: np
     return X.T @ (a * scale)
 
 
-def linearised_x_update(x: np.ndarray, z: np.ndarray, y: np.ndarray, grad: np.ndarray,
-                        eta: float, rho: float) -> np.ndarray:
+def linearised_x_update(
+    x: np.ndarray, z: np.ndarray, y: np.ndarray, grad: np.ndarray, eta: float, rho: float
+) -> np.ndarray:
     """argmin_u grad^T u + y^T (u - z) + (rho/2)||u - z||^2 + ||u - x||^2 / (2 eta)
     = (x/eta + rho z - y - grad) / (1/eta + rho)."""
     return (x / eta + rho * z - y - grad) / (1.0 / eta + rho)
 
 
-def zy_update(x: np.ndarray, y: np.ndarray, rho: float, lam: float
-              ) -> tuple[np.ndarray, np.ndarray]:
+def zy_update(
+    x: np.ndarray, y: np.ndarray, rho: float, lam: float
+) -> tuple[np.ndarray, np.ndarray]:
     """z+ = S_{lam/rho}(x + y/rho) (argmin of lam||z||_1 - y^T z + (rho/2)||x - z||^2) and the
     dual step y+ = y + rho (x - z+)."""
     z = soft_threshold(x + y / rho, lam / rho)
@@ -216,12 +218,14 @@ class LinearClassifierMixin:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
-def release(value: np.ndarray, l2_sensitivity: float, noise_multiplier: float,
-            rng: np.random.Generator) -> np.ndarray:
+def release(
+    value: np.ndarray, l2_sensitivity: float, noise_multiplier: float, rng: np.random.Generator
+) -> np.ndarray:
     """A Gaussian release through the privacy core (grid + discrete Gaussian); the value itself
     when the noise is off (noise_multiplier = 0, non-private runs)."""
     if noise_multiplier == 0:
         return value
-    out, _ = gaussian_mechanism(value, l2_sensitivity=l2_sensitivity,
-                                noise_multiplier=noise_multiplier, rng=rng)
+    out, _ = gaussian_mechanism(
+        value, l2_sensitivity=l2_sensitivity, noise_multiplier=noise_multiplier, rng=rng
+    )
     return out

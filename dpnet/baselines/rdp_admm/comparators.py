@@ -53,13 +53,16 @@ from dpnet.penalties.l1 import soft_threshold
 from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.privacy.mechanisms import objective_perturbation_noise
 
-OBJP_GUARANTEE = ("approximate: guarantee holds only for the exact minimiser; not established "
-                  "for this release")
-OBJP_CAVEAT = ("objective perturbation is epsilon-DP only for the exact minimiser of each "
-               "perturbed subproblem (Chaudhuri, Monteleoni & Sarwate 2011, Thm 9); this run "
-               "approximates it by a fixed number of gradient-descent epochs, so "
-               "epsilon_if_exact_minimiser is not a guarantee of the output, which is recorded "
-               "as NonPrivateDpEvent (epsilon = inf)")
+OBJP_GUARANTEE = (
+    "approximate: guarantee holds only for the exact minimiser; not established for this release"
+)
+OBJP_CAVEAT = (
+    "objective perturbation is epsilon-DP only for the exact minimiser of each "
+    "perturbed subproblem (Chaudhuri, Monteleoni & Sarwate 2011, Thm 9); this run "
+    "approximates it by a fixed number of gradient-descent epochs, so "
+    "epsilon_if_exact_minimiser is not a guarantee of the output, which is recorded "
+    "as NonPrivateDpEvent (epsilon = inf)"
+)
 
 
 class DPADMMClassifier(LinearClassifierMixin):
@@ -70,11 +73,23 @@ class DPADMMClassifier(LinearClassifierMixin):
     row_bound, random_state. coef_ = z after the last iteration.
     """
 
-    def __init__(self, lam: float = 1e-4, *, loss: str = "logistic", huber_h: float = 0.5,
-                 epsilon: float | None = 1.0, delta: float = 1e-8,
-                 noise_multiplier: float | None = None, n_parties: int = 2, n_iter: int = 20,
-                 eta: float | None = None, rho: float = 0.5, clip: float = 1.0,
-                 row_bound: float = 1.0, random_state: int | None = None):
+    def __init__(
+        self,
+        lam: float = 1e-4,
+        *,
+        loss: str = "logistic",
+        huber_h: float = 0.5,
+        epsilon: float | None = 1.0,
+        delta: float = 1e-8,
+        noise_multiplier: float | None = None,
+        n_parties: int = 2,
+        n_iter: int = 20,
+        eta: float | None = None,
+        rho: float = 0.5,
+        clip: float = 1.0,
+        row_bound: float = 1.0,
+        random_state: int | None = None,
+    ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
         self.n_parties, self.n_iter, self.eta, self.rho = n_parties, n_iter, eta, rho
@@ -87,8 +102,11 @@ class DPADMMClassifier(LinearClassifierMixin):
         bound = check_positive("row_bound", self.row_bound)
         iters, parties = check_int("n_iter", self.n_iter), check_int("n_parties", self.n_parties)
         loss = get_loss(self.loss, self.huber_h)
-        eta = (1.0 / (loss.curvature * bound**2) if self.eta is None
-               else check_positive("eta", self.eta))
+        eta = (
+            1.0 / (loss.curvature * bound**2)
+            if self.eta is None
+            else check_positive("eta", self.eta)
+        )
         A = check_features(X, bound)
         ypm, self.classes_ = encode_labels(y, A.shape[0])
         n, p = A.shape
@@ -96,8 +114,15 @@ class DPADMMClassifier(LinearClassifierMixin):
             raise PrivacyError(f"n_parties = {parties} exceeds the number of rows {n}")
         sens = 2.0 * clip * eta / (n * (1.0 + eta * rho))
         self.privacy_, self.privacy_event_ = gaussian_composition_privacy(
-            method="DP-ADMM", n=n, steps=iters, releases_per_step=1, l2_sensitivity=sens,
-            epsilon=self.epsilon, delta=self.delta, noise_multiplier=self.noise_multiplier)
+            method="DP-ADMM",
+            n=n,
+            steps=iters,
+            releases_per_step=1,
+            l2_sensitivity=sens,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            noise_multiplier=self.noise_multiplier,
+        )
         self.privacy_["composition"] = f"parallel over {parties} disjoint parties (rows by index)"
         mult = self.privacy_["noise_multiplier"]
         rng = np.random.default_rng(self.random_state)
@@ -107,8 +132,7 @@ class DPADMMClassifier(LinearClassifierMixin):
         for _ in range(iters):
             for j, rows in enumerate(shards):
                 g = clipped_gradient_sum(loss, A[rows], ypm[rows], xs[j], clip) / n
-                xs[j] = release(linearised_x_update(xs[j], z, ys[j], g, eta, rho), sens, mult,
-                                rng)
+                xs[j] = release(linearised_x_update(xs[j], z, ys[j], g, eta, rho), sens, mult, rng)
             z = soft_threshold(np.mean(xs + ys / rho, axis=0), lam / (parties * rho))
             ys += rho * (xs - z)
             history.append(objective(loss, A, ypm, z, lam))
@@ -131,36 +155,62 @@ class ADMMObjPClassifier(LinearClassifierMixin):
     exact minimiser is ``epsilon_if_exact_minimiser`` (event ``nominal_privacy_event_``).
     """
 
-    def __init__(self, lam: float = 1e-4, *, loss: str = "logistic", huber_h: float = 0.5,
-                 epsilon: float | None = 1.0, delta: float = 1e-8, n_iter: int = 10,
-                 inner_epochs: int = 20, rho: float = 0.5, row_bound: float = 1.0,
-                 random_state: int | None = None):
+    def __init__(
+        self,
+        lam: float = 1e-4,
+        *,
+        loss: str = "logistic",
+        huber_h: float = 0.5,
+        epsilon: float | None = 1.0,
+        delta: float = 1e-8,
+        n_iter: int = 10,
+        inner_epochs: int = 20,
+        rho: float = 0.5,
+        row_bound: float = 1.0,
+        random_state: int | None = None,
+    ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.n_iter = epsilon, delta, n_iter
         self.inner_epochs, self.rho, self.row_bound = inner_epochs, rho, row_bound
         self.random_state = random_state
 
     @staticmethod
-    def _privacy(nominal: dp_event.DpEvent | None, eps_iter: float, iters: int,
-                 delta: float) -> dict:
+    def _privacy(
+        nominal: dp_event.DpEvent | None, eps_iter: float, iters: int, delta: float
+    ) -> dict:
         """No guarantee for the release (epsilon = inf); the nominal T eps_k of exact
         minimisers (pure, with the ledger's RDP/PLD of the pure releases as a cross-check)."""
-        out = {"method": "ADMM-objP", "delta": delta, "relation": "replace_one",
-               "accountant": "none: objective perturbation's proof needs the exact minimiser "
-                             "of each perturbed subproblem, which this fit does not compute",
-               "guarantee": OBJP_GUARANTEE, "guarantee_caveat": OBJP_CAVEAT,
-               "noise_added": nominal is not None, "private": False,
-               "epsilon": math.inf, "epsilon_pld": math.inf, "pure_epsilon": math.inf,
-               "epsilon_per_iteration_if_exact": eps_iter, "steps": iters,
-               "epsilon_if_exact_minimiser": math.inf,
-               "epsilon_pld_if_exact_minimiser": math.inf}
+        out = {
+            "method": "ADMM-objP",
+            "delta": delta,
+            "relation": "replace_one",
+            "accountant": "none: objective perturbation's proof needs the exact minimiser "
+            "of each perturbed subproblem, which this fit does not compute",
+            "guarantee": OBJP_GUARANTEE,
+            "guarantee_caveat": OBJP_CAVEAT,
+            "noise_added": nominal is not None,
+            "private": False,
+            "epsilon": math.inf,
+            "epsilon_pld": math.inf,
+            "pure_epsilon": math.inf,
+            "epsilon_per_iteration_if_exact": eps_iter,
+            "steps": iters,
+            "epsilon_if_exact_minimiser": math.inf,
+            "epsilon_pld_if_exact_minimiser": math.inf,
+        }
         if nominal is not None:
             ledger = PrivacyLedger(delta)
-            ledger.record(nominal, label="ADMM-objP with exact minimisers (hypothetical)",
-                          relation="replace_one", protects="one training row")
+            ledger.record(
+                nominal,
+                label="ADMM-objP with exact minimisers (hypothetical)",
+                relation="replace_one",
+                protects="one training row",
+            )
             acc = ledger.accounting()
-            out.update(epsilon_if_exact_minimiser=min(ledger.pure_epsilon(), acc["epsilon"]),
-                       epsilon_pld_if_exact_minimiser=acc["pld_epsilon"])
+            out.update(
+                epsilon_if_exact_minimiser=min(ledger.pure_epsilon(), acc["epsilon"]),
+                epsilon_pld_if_exact_minimiser=acc["pld_epsilon"],
+            )
         return out
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> ADMMObjPClassifier:
@@ -181,7 +231,8 @@ class ADMMObjPClassifier(LinearClassifierMixin):
         if private and eps_iter <= jac:
             raise PrivacyError(
                 f"epsilon/n_iter = {eps_iter:.3g} does not exceed the Jacobian term {jac:.3g}; "
-                "raise epsilon or rho, or lower n_iter")
+                "raise epsilon or rho, or lower n_iter"
+            )
         rng = np.random.default_rng(self.random_state)
         step = 1.0 / (curv + rho)
         x, z, yd = np.zeros(p), np.zeros(p), np.zeros(p)
@@ -191,16 +242,21 @@ class ADMMObjPClassifier(LinearClassifierMixin):
             b = np.zeros(p)
             if private:
                 b, event = objective_perturbation_noise(
-                    p, epsilon=eps_iter - jac, sensitivity=2.0 * bound, rng=rng,
-                    jacobian_log_bound=jac)
+                    p,
+                    epsilon=eps_iter - jac,
+                    sensitivity=2.0 * bound,
+                    rng=rng,
+                    jacobian_log_bound=jac,
+                )
             centre = z - yd / rho
             for _ in range(inner):
                 grad = (clipped_gradient_sum(loss, A, ypm, x, math.inf) + b) / n
                 x = x - step * (grad + rho * (x - centre))
             z, yd = zy_update(x, yd, rho, lam)
             history.append(objective(loss, A, ypm, z, lam))
-        self.nominal_privacy_event_ = (dp_event.SelfComposedDpEvent(event, iters)
-                                       if event is not None else None)
+        self.nominal_privacy_event_ = (
+            dp_event.SelfComposedDpEvent(event, iters) if event is not None else None
+        )
         self.privacy_event_ = dp_event.NonPrivateDpEvent()  # inexact minimiser: no guarantee
         self.privacy_ = self._privacy(self.nominal_privacy_event_, eps_iter, iters, delta)
         self.coef_ = z

@@ -28,8 +28,9 @@ def true_model(n_features: int = N_FEATURES) -> np.ndarray:
     return x
 
 
-def make_synthetic(n_samples: int, *, rng: np.random.Generator, radius: float = 15.0,
-                   n_features: int = N_FEATURES) -> tuple[np.ndarray, np.ndarray]:
+def make_synthetic(
+    n_samples: int, *, rng: np.random.Generator, radius: float = 15.0, n_features: int = N_FEATURES
+) -> tuple[np.ndarray, np.ndarray]:
     """(X, y): X of shape (n, p + 1) with rows in the unit ball (intercept last), y in {-1, +1}."""
     if n_samples < 1:
         raise ConfigError(f"n_samples must be >= 1, got {n_samples}")
@@ -48,11 +49,11 @@ def make_synthetic(n_samples: int, *, rng: np.random.Generator, radius: float = 
     return np.ascontiguousarray(X), y
 
 
-def coverage(coef: np.ndarray, k: int, n_relevant: int = N_RELEVANT,
-             n_features: int = N_FEATURES) -> float:
+def coverage(
+    coef: np.ndarray, k: int, n_relevant: int = N_RELEVANT, n_features: int = N_FEATURES
+) -> float:
     """xi_k: share of the relevant features among the k largest |coef_j| (intercept excluded)."""
     if not 1 <= k <= n_features:
         raise ConfigError(f"k must be in [1, {n_features}], got {k}")
     top = np.argsort(-np.abs(np.asarray(coef)[:n_features]), kind="stable")[:k]
     return float(np.count_nonzero(top < n_relevant) / n_relevant)
-

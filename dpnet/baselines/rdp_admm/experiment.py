@@ -53,9 +53,16 @@ full-batch methods eta = 64 and T = 300 are the grid's largest values: their ste
 1/(1/eta + rho) is capped by 1/rho = 2 anyway, and T is a compute cap."""
 
 
-def make_estimators(*, lam: float, epsilon: float | None, delta: float, seed: int | None,
-                    loss: str = "logistic", n_epochs: int | None = None,
-                    full_batch_epochs: int | None = None) -> dict[str, LinearClassifierMixin]:
+def make_estimators(
+    *,
+    lam: float,
+    epsilon: float | None,
+    delta: float,
+    seed: int | None,
+    loss: str = "logistic",
+    n_epochs: int | None = None,
+    full_batch_epochs: int | None = None,
+) -> dict[str, LinearClassifierMixin]:
     """The five private methods with the settings used in the experiments.
 
     Paper defaults where it gives them (m = sqrt(n), eta_k = eta0/epoch, rho = 0.25 for ssADMM
@@ -70,23 +77,24 @@ def make_estimators(*, lam: float, epsilon: float | None, delta: float, seed: in
     if loss not in TUNED_SETTINGS:
         raise ConfigError(f"loss must be one of {tuple(TUNED_SETTINGS)}, got {loss!r}")
     tuned = {name: dict(setting) for name, setting in TUNED_SETTINGS[loss].items()}
-    for name, key, value in (("ssADMM", "n_epochs", n_epochs), ("DP-SGD", "n_epochs", n_epochs),
-                             ("mpADMM", "n_epochs", full_batch_epochs),
-                             ("DP-ADMM", "n_iter", full_batch_epochs)):
+    for name, key, value in (
+        ("ssADMM", "n_epochs", n_epochs),
+        ("DP-SGD", "n_epochs", n_epochs),
+        ("mpADMM", "n_epochs", full_batch_epochs),
+        ("DP-ADMM", "n_iter", full_batch_epochs),
+    ):
         if value is not None:
             tuned[name][key] = value
     common = {"lam": lam, "loss": loss, "epsilon": epsilon, "delta": delta}
     states = method_seeds(seed, 5)
     return {
-        "ssADMM": SSADMMClassifier(rho=0.25, **tuned["ssADMM"], **common,
-                                   random_state=states[0]),
+        "ssADMM": SSADMMClassifier(rho=0.25, **tuned["ssADMM"], **common, random_state=states[0]),
         "DP-SGD": DPSGDClassifier(**tuned["DP-SGD"], **common, random_state=states[1]),
-        "mpADMM": MPADMMClassifier(rho=0.5, **tuned["mpADMM"], **common,
-                                   random_state=states[2]),
-        "DP-ADMM": DPADMMClassifier(rho=0.5, **tuned["DP-ADMM"], **common,
-                                    random_state=states[3]),
-        "ADMM-objP": ADMMObjPClassifier(n_iter=10, inner_epochs=20, **tuned["ADMM-objP"],
-                                        **common, random_state=states[4]),
+        "mpADMM": MPADMMClassifier(rho=0.5, **tuned["mpADMM"], **common, random_state=states[2]),
+        "DP-ADMM": DPADMMClassifier(rho=0.5, **tuned["DP-ADMM"], **common, random_state=states[3]),
+        "ADMM-objP": ADMMObjPClassifier(
+            n_iter=10, inner_epochs=20, **tuned["ADMM-objP"], **common, random_state=states[4]
+        ),
     }
 
 
@@ -109,9 +117,14 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_rdp_admm_baselines(*, epsilon: float, delta: float, seed: int | None,
-                           quick: bool = True,
-                           ledger: PrivacyLedger | None = None) -> dict:
+def run_rdp_admm_baselines(
+    *,
+    epsilon: float,
+    delta: float,
+    seed: int | None,
+    quick: bool = True,
+    ledger: PrivacyLedger | None = None,
+) -> dict:
     """Fit the five private methods on the paper's synthetic design (100 features,
     Sigma_ij = 0.5^|i-j|, 20 relevant, rows in the unit ball by a data-independent radius).
 
@@ -133,23 +146,34 @@ def run_rdp_admm_baselines(*, epsilon: float, delta: float, seed: int | None,
     loss = get_loss("logistic")
     truth = np.append(true_model(), 0.0)
     results: dict[str, Any] = {
-        "data": {"design": "Chen & Lee synthetic, p = 100 + intercept", "n_train": n_train,
-                 "n_test": n_test, "lambda": lam, "protects": "training rows (replace-one)"},
+        "data": {
+            "design": "Chen & Lee synthetic, p = 100 + intercept",
+            "n_train": n_train,
+            "n_test": n_test,
+            "lambda": lam,
+            "protects": "training rows (replace-one)",
+        },
         "true_model_test_accuracy": float(np.mean(np.sign(Xte @ truth) == yte)),
         "methods": {},
     }
-    estimators = make_estimators(lam=lam, epsilon=epsilon, delta=delta, seed=seed,
-                                 full_batch_epochs=50 if quick else None)
+    estimators = make_estimators(
+        lam=lam, epsilon=epsilon, delta=delta, seed=seed, full_batch_epochs=50 if quick else None
+    )
     accounted = PrivacyLedger(delta)
     not_established: dict[str, str] = {}
     for name, est in estimators.items():
         est.fit(Xtr, ytr)
         info = est.privacy_
         sampling = info.get("sampling") if info.get("sampling") in ("fixed", "poisson") else None
-        record = {"event": est.privacy_event_, "label": f"rdp_admm baseline {name}: coef_",
-                  "relation": info["relation"], "protects": "one training row", "machine": None,
-                  "guarantee": info.get("guarantee", info.get("guarantee_caveat")),
-                  "sampling": sampling}
+        record = {
+            "event": est.privacy_event_,
+            "label": f"rdp_admm baseline {name}: coef_",
+            "relation": info["relation"],
+            "protects": "one training row",
+            "machine": None,
+            "guarantee": info.get("guarantee", info.get("guarantee_caveat")),
+            "sampling": sampling,
+        }
         if ledger is not None:
             ledger.record(**record)
         if info.get("private"):
@@ -167,13 +191,21 @@ def run_rdp_admm_baselines(*, epsilon: float, delta: float, seed: int | None,
     excluded = f"; excludes {', '.join(not_established)}" if not_established else ""
     results["accounted_fits"] = {
         "label": "composed total of the fits with an established guarantee only "
-                 f"({', '.join(accounted_methods)}){excluded}",
-        "methods": accounted_methods, "relation": accounted.relation, **total}
+        f"({', '.join(accounted_methods)}){excluded}",
+        "methods": accounted_methods,
+        "relation": accounted.relation,
+        **total,
+    }
     results["not_established"] = not_established
     if ledger is not None:
         results["ledger_note"] = (
             "the five fits use the same rows: the ledger composes them sequentially; "
-            + (f"{', '.join(not_established)} has no established guarantee (recorded as "
-               "NonPrivateDpEvent), so the ledger's total is inf; accounted_fits is the "
-               "composed total of the other fits" if not_established else ""))
+            + (
+                f"{', '.join(not_established)} has no established guarantee (recorded as "
+                "NonPrivateDpEvent), so the ledger's total is inf; accounted_fits is the "
+                "composed total of the other fits"
+                if not_established
+                else ""
+            )
+        )
     return results

@@ -73,8 +73,13 @@ class _GradientPerturbationClassifier(LinearClassifierMixin):
         sampler = BatchSampler(self.sampling, n, check_int("batch_size", m), rng)
         per_epoch = math.ceil(n / sampler.batch_size)
         self.privacy_, self.privacy_event_ = sampled_gaussian_privacy(
-            method=self._method, sampler=sampler, steps=epochs * per_epoch, clip=clip,
-            epsilon=self.epsilon, delta=self.delta, noise_multiplier=self.noise_multiplier,
+            method=self._method,
+            sampler=sampler,
+            steps=epochs * per_epoch,
+            clip=clip,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            noise_multiplier=self.noise_multiplier,
         )
         mult, sens = self.privacy_["noise_multiplier"], self.privacy_["l2_sensitivity"]
         state = self._start(p)
@@ -85,8 +90,9 @@ class _GradientPerturbationClassifier(LinearClassifierMixin):
                 idx = sampler.draw()
                 total = clipped_gradient_sum(loss, A[idx], ypm[idx], state["x"], clip)
                 if mult > 0:
-                    total, _ = gaussian_mechanism(total, l2_sensitivity=sens,
-                                                  noise_multiplier=mult, rng=rng)
+                    total, _ = gaussian_mechanism(
+                        total, l2_sensitivity=sens, noise_multiplier=mult, rng=rng
+                    )
                 self._update(state, total / sampler.batch_size, eta)
             history.append(objective(loss, A, ypm, self._output(state), lam))
         self.coef_ = self._output(state)
@@ -112,12 +118,24 @@ class SSADMMClassifier(_GradientPerturbationClassifier):
 
     _method = "ssADMM"
 
-    def __init__(self, lam: float = 1e-4, *, loss: str = "logistic", huber_h: float = 0.5,
-                 epsilon: float | None = 1.0, delta: float = 1e-8,
-                 noise_multiplier: float | None = None, n_epochs: int = 10,
-                 batch_size: int | None = None, sampling: str = "fixed", eta0: float = 1.0,
-                 rho: float = 0.25, clip: float = 1.0, row_bound: float = 1.0,
-                 random_state: int | None = None):
+    def __init__(
+        self,
+        lam: float = 1e-4,
+        *,
+        loss: str = "logistic",
+        huber_h: float = 0.5,
+        epsilon: float | None = 1.0,
+        delta: float = 1e-8,
+        noise_multiplier: float | None = None,
+        n_epochs: int = 10,
+        batch_size: int | None = None,
+        sampling: str = "fixed",
+        eta0: float = 1.0,
+        rho: float = 0.25,
+        clip: float = 1.0,
+        row_bound: float = 1.0,
+        random_state: int | None = None,
+    ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
         self.n_epochs, self.batch_size, self.sampling = n_epochs, batch_size, sampling
@@ -142,11 +160,23 @@ class DPSGDClassifier(_GradientPerturbationClassifier):
 
     _method = "DP-SGD"
 
-    def __init__(self, lam: float = 1e-4, *, loss: str = "logistic", huber_h: float = 0.5,
-                 epsilon: float | None = 1.0, delta: float = 1e-8,
-                 noise_multiplier: float | None = None, n_epochs: int = 10,
-                 batch_size: int | None = None, sampling: str = "fixed", eta0: float = 1.0,
-                 clip: float = 1.0, row_bound: float = 1.0, random_state: int | None = None):
+    def __init__(
+        self,
+        lam: float = 1e-4,
+        *,
+        loss: str = "logistic",
+        huber_h: float = 0.5,
+        epsilon: float | None = 1.0,
+        delta: float = 1e-8,
+        noise_multiplier: float | None = None,
+        n_epochs: int = 10,
+        batch_size: int | None = None,
+        sampling: str = "fixed",
+        eta0: float = 1.0,
+        clip: float = 1.0,
+        row_bound: float = 1.0,
+        random_state: int | None = None,
+    ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
         self.n_epochs, self.batch_size, self.sampling = n_epochs, batch_size, sampling

@@ -55,9 +55,19 @@ def mpadmm_sensitivities(n: int, eta: float, rho: float, clip: float) -> tuple[f
     return dx, dx, rho * dx
 
 
-def mpadmm_epoch(loss: MarginLoss, X: np.ndarray, ypm: np.ndarray, x: np.ndarray,
-                 z: np.ndarray, y: np.ndarray, *, eta: float, rho: float, lam: float,
-                 clip: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mpadmm_epoch(
+    loss: MarginLoss,
+    X: np.ndarray,
+    ypm: np.ndarray,
+    x: np.ndarray,
+    z: np.ndarray,
+    y: np.ndarray,
+    *,
+    eta: float,
+    rho: float,
+    lam: float,
+    clip: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One unperturbed full-batch epoch (x+, z+, y+) from the public state (x, z, y)."""
     g = clipped_gradient_sum(loss, X, ypm, x, clip) / X.shape[0]
     x_new = linearised_x_update(x, z, y, g, eta, rho)
@@ -76,11 +86,23 @@ class MPADMMClassifier(LinearClassifierMixin):
     after each epoch; a diagnostic, not a private release).
     """
 
-    def __init__(self, lam: float = 1e-4, *, loss: str = "logistic", huber_h: float = 0.5,
-                 epsilon: float | None = 1.0, delta: float = 1e-8,
-                 noise_multiplier: float | None = None, n_epochs: int = 20,
-                 eta: float | None = None, rho: float = 0.5, clip: float = 1.0,
-                 row_bound: float = 1.0, perturb: str = "x", random_state: int | None = None):
+    def __init__(
+        self,
+        lam: float = 1e-4,
+        *,
+        loss: str = "logistic",
+        huber_h: float = 0.5,
+        epsilon: float | None = 1.0,
+        delta: float = 1e-8,
+        noise_multiplier: float | None = None,
+        n_epochs: int = 20,
+        eta: float | None = None,
+        rho: float = 0.5,
+        clip: float = 1.0,
+        row_bound: float = 1.0,
+        perturb: str = "x",
+        random_state: int | None = None,
+    ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
         self.n_epochs, self.eta, self.rho, self.clip = n_epochs, eta, rho, clip
@@ -95,24 +117,35 @@ class MPADMMClassifier(LinearClassifierMixin):
         if self.perturb not in PERTURB_MODES:
             raise ConfigError(f"perturb must be one of {PERTURB_MODES}, got {self.perturb!r}")
         loss = get_loss(self.loss, self.huber_h)
-        eta = (1.0 / (loss.curvature * bound**2) if self.eta is None
-               else check_positive("eta", self.eta))
+        eta = (
+            1.0 / (loss.curvature * bound**2)
+            if self.eta is None
+            else check_positive("eta", self.eta)
+        )
         A = check_features(X, bound)
         ypm, self.classes_ = encode_labels(y, A.shape[0])
         n, p = A.shape
         dx, dz, dy = mpadmm_sensitivities(n, eta, rho, clip)
         k = 1 if self.perturb == "x" else 3
         self.privacy_, self.privacy_event_ = gaussian_composition_privacy(
-            method="mpADMM", n=n, steps=epochs, releases_per_step=k, l2_sensitivity=dx,
-            epsilon=self.epsilon, delta=self.delta, noise_multiplier=self.noise_multiplier)
+            method="mpADMM",
+            n=n,
+            steps=epochs,
+            releases_per_step=k,
+            l2_sensitivity=dx,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            noise_multiplier=self.noise_multiplier,
+        )
         self.privacy_.update(perturb=self.perturb, sensitivities={"x": dx, "z": dz, "y": dy})
         mult = self.privacy_["noise_multiplier"]
         rng = np.random.default_rng(self.random_state)
         x, z, yd = np.zeros(p), np.zeros(p), np.zeros(p)
         history = [objective(loss, A, ypm, z, lam)]
         for _ in range(epochs):
-            x, z_exact, y_exact = mpadmm_epoch(loss, A, ypm, x, z, yd, eta=eta, rho=rho,
-                                               lam=lam, clip=clip)
+            x, z_exact, y_exact = mpadmm_epoch(
+                loss, A, ypm, x, z, yd, eta=eta, rho=rho, lam=lam, clip=clip
+            )
             x = release(x, dx, mult, rng)
             if self.perturb == "x":
                 z, yd = zy_update(x, yd, rho, lam)

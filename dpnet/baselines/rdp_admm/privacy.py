@@ -34,10 +34,14 @@ from dpnet.privacy.rdp import (
     sampled_gaussian_event,
 )
 
-CALIBRATION_ORDERS = np.concatenate([
-    np.arange(1.25, 2.0, 0.25), np.arange(2.0, 12.0, 0.5), np.arange(12.0, 33.0),
-    [36, 40, 44, 48, 56, 64, 80, 96, 128, 160, 192, 256, 384, 512, 1024],
-])
+CALIBRATION_ORDERS = np.concatenate(
+    [
+        np.arange(1.25, 2.0, 0.25),
+        np.arange(2.0, 12.0, 0.5),
+        np.arange(12.0, 33.0),
+        [36, 40, 44, 48, 56, 64, 80, 96, 128, 160, 192, 256, 384, 512, 1024],
+    ]
+)
 """A coarse subset of the default orders for calibrating Poisson and full-batch noise: an RDP
 bound on fewer orders is still a valid (larger) epsilon, so z calibrated on it meets the
 target; the reported epsilon then uses the full default grid. Fixed-size batches use
@@ -45,26 +49,31 @@ target; the reported epsilon then uses the full default grid. Fixed-size batches
 
 
 @functools.lru_cache(maxsize=512)
-def _calibrate(epsilon: float, delta: float, sampling: str, q: float, steps: int,
-               n: int) -> float:
+def _calibrate(epsilon: float, delta: float, sampling: str, q: float, steps: int, n: int) -> float:
     if sampling == "fixed" and q < 1.0:
-        return calibrate_fixed_size(epsilon, delta, batch_size=fixed_batch_size(q, n), n=n,
-                                    steps=steps)
-    return calibrate_noise_multiplier(epsilon, delta, sampling, q, steps, n=n,
-                                      orders=CALIBRATION_ORDERS)
+        return calibrate_fixed_size(
+            epsilon, delta, batch_size=fixed_batch_size(q, n), n=n, steps=steps
+        )
+    return calibrate_noise_multiplier(
+        epsilon, delta, sampling, q, steps, n=n, orders=CALIBRATION_ORDERS
+    )
 
 
 @functools.lru_cache(maxsize=512)
-def _accounting(sampling: str, q: float, z: float, steps: int, delta: float, n: int,
-                with_pld: bool) -> dict[str, Any]:
+def _accounting(
+    sampling: str, q: float, z: float, steps: int, delta: float, n: int, with_pld: bool
+) -> dict[str, Any]:
     if sampling == "fixed" and q < 1.0:
         return exact_accounting(q, z, steps, delta, n)
     return epsilon_for(sampling, q, z, steps, delta, n=n, with_pld=with_pld)
 
 
 def _full_batch_event(z: float, steps: int, k: int) -> dp_event.DpEvent:
-    step = (dp_event.GaussianDpEvent(z) if k == 1
-            else dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(z)] * k))
+    step = (
+        dp_event.GaussianDpEvent(z)
+        if k == 1
+        else dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(z)] * k)
+    )
     return dp_event.SelfComposedDpEvent(step, steps)
 
 
@@ -80,8 +89,9 @@ def check_delta(delta: float) -> float:
     return d
 
 
-def resolve_noise_multiplier(epsilon: float | None, noise_multiplier: float | None,
-                             calibrate: Callable[[float], float]) -> float:
+def resolve_noise_multiplier(
+    epsilon: float | None, noise_multiplier: float | None, calibrate: Callable[[float], float]
+) -> float:
     """z from exactly one of epsilon (calibrated) or noise_multiplier; both None means z = 0."""
     if epsilon is not None and noise_multiplier is not None:
         raise ConfigError("give either epsilon or noise_multiplier, not both")
@@ -98,65 +108,115 @@ def resolve_noise_multiplier(epsilon: float | None, noise_multiplier: float | No
     return float(calibrate(eps))
 
 
-def _report(method: str, *, accountant: str, noise_multiplier: float, l2_sensitivity: float,
-            accounting: dict[str, Any] | None, relation: str, delta: float,
-            **extra: Any) -> dict[str, Any]:
+def _report(
+    method: str,
+    *,
+    accountant: str,
+    noise_multiplier: float,
+    l2_sensitivity: float,
+    accounting: dict[str, Any] | None,
+    relation: str,
+    delta: float,
+    **extra: Any,
+) -> dict[str, Any]:
     """The ``privacy_`` dict: epsilon (RDP), epsilon_pld, delta, relation, accountant, noise."""
-    out: dict[str, Any] = {"method": method, "delta": delta, "relation": relation,
-                           "accountant": accountant, "noise_multiplier": noise_multiplier,
-                           "l2_sensitivity": l2_sensitivity, **extra}
+    out: dict[str, Any] = {
+        "method": method,
+        "delta": delta,
+        "relation": relation,
+        "accountant": accountant,
+        "noise_multiplier": noise_multiplier,
+        "l2_sensitivity": l2_sensitivity,
+        **extra,
+    }
     if accounting is None:
         out.update(epsilon=math.inf, epsilon_pld=math.inf, best_order=None, private=False)
     else:
-        out.update(epsilon=accounting["epsilon"], epsilon_pld=accounting["pld_epsilon"],
-                   best_order=accounting["best_order"], private=True)
+        out.update(
+            epsilon=accounting["epsilon"],
+            epsilon_pld=accounting["pld_epsilon"],
+            best_order=accounting["best_order"],
+            private=True,
+        )
     return out
 
 
-def sampled_gaussian_privacy(*, method: str, sampler: BatchSampler, steps: int, clip: float,
-                             epsilon: float | None, delta: float,
-                             noise_multiplier: float | None
-                             ) -> tuple[dict[str, Any], dp_event.DpEvent]:
+def sampled_gaussian_privacy(
+    *,
+    method: str,
+    sampler: BatchSampler,
+    steps: int,
+    clip: float,
+    epsilon: float | None,
+    delta: float,
+    noise_multiplier: float | None,
+) -> tuple[dict[str, Any], dp_event.DpEvent]:
     """Calibrate z (if epsilon is given) and account T sampled-Gaussian steps of the sampler."""
     delta = check_delta(delta)
     kw = {"sampling": sampler.sampling, "q": sampler.q, "steps": steps, "n": sampler.n}
     z = resolve_noise_multiplier(
-        epsilon, noise_multiplier, lambda eps: _calibrate(eps, delta, **kw))
+        epsilon, noise_multiplier, lambda eps: _calibrate(eps, delta, **kw)
+    )
     if z == 0:
         event, acc = dp_event.NonPrivateDpEvent(), None
     else:
         event = sampled_gaussian_event(noise_multiplier=z, **kw)
         acc = dict(_accounting(sampler.sampling, sampler.q, z, steps, delta, sampler.n, True))
-    accountant = ("RDP of the Gaussian on batches sampled without replacement (Wang, Balle & "
-                  "Kasiviswanathan 2019, Thm 27); no PLD for this sampler"
-                  if sampler.sampling == "fixed"
-                  else "RDP (Mironov, Talwar & Zhang 2019) and PLD of the Poisson-sampled Gaussian")
-    info = _report(method, accountant=accountant, noise_multiplier=z,
-                   l2_sensitivity=sampler.sensitivity(clip), accounting=acc,
-                   relation=sampler.relation, delta=delta, sampling=sampler.sampling,
-                   batch_size=sampler.batch_size, steps=steps)
+    accountant = (
+        "RDP of the Gaussian on batches sampled without replacement (Wang, Balle & "
+        "Kasiviswanathan 2019, Thm 27); no PLD for this sampler"
+        if sampler.sampling == "fixed"
+        else "RDP (Mironov, Talwar & Zhang 2019) and PLD of the Poisson-sampled Gaussian"
+    )
+    info = _report(
+        method,
+        accountant=accountant,
+        noise_multiplier=z,
+        l2_sensitivity=sampler.sensitivity(clip),
+        accounting=acc,
+        relation=sampler.relation,
+        delta=delta,
+        sampling=sampler.sampling,
+        batch_size=sampler.batch_size,
+        steps=steps,
+    )
     return info, event
 
 
-def gaussian_composition_privacy(*, method: str, n: int, steps: int, releases_per_step: int,
-                                 l2_sensitivity: float, epsilon: float | None, delta: float,
-                                 noise_multiplier: float | None
-                                 ) -> tuple[dict[str, Any], dp_event.DpEvent]:
+def gaussian_composition_privacy(
+    *,
+    method: str,
+    n: int,
+    steps: int,
+    releases_per_step: int,
+    l2_sensitivity: float,
+    epsilon: float | None,
+    delta: float,
+    noise_multiplier: float | None,
+) -> tuple[dict[str, Any], dp_event.DpEvent]:
     """T steps of ``k`` full-batch Gaussian releases, each with noise z times its own
     replace-one sensitivity: RDP T k alpha / (2 z^2); PLD of the same composition."""
     delta = check_delta(delta)
     k = releases_per_step
     z = resolve_noise_multiplier(
-        epsilon, noise_multiplier,
-        lambda eps: _calibrate(eps, delta, "fixed", 1.0, steps * k, n))
+        epsilon, noise_multiplier, lambda eps: _calibrate(eps, delta, "fixed", 1.0, steps * k, n)
+    )
     if z == 0:
         event, acc = dp_event.NonPrivateDpEvent(), None
     else:
         event = _full_batch_event(z, steps, k)
         acc = dict(_accounting("fixed", 1.0, z, steps * k, delta, n, False))
         acc["pld_epsilon"] = _full_batch_pld(z, steps, k, delta)
-    info = _report(method, accountant="RDP and PLD of the composed Gaussian mechanism",
-                   noise_multiplier=z, l2_sensitivity=l2_sensitivity, accounting=acc,
-                   relation="replace_one", delta=delta, sampling="full batch", steps=steps,
-                   releases_per_step=k)
+    info = _report(
+        method,
+        accountant="RDP and PLD of the composed Gaussian mechanism",
+        noise_multiplier=z,
+        l2_sensitivity=l2_sensitivity,
+        accounting=acc,
+        relation="replace_one",
+        delta=delta,
+        sampling="full batch",
+        steps=steps,
+        releases_per_step=k,
+    )
     return info, event
