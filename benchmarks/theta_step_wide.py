@@ -103,7 +103,7 @@ def run_rounds(
         run_in_process(
             graph,
             lambda comm: admm.run_machine(comm, shards[comm.rank], structure, cfg, graph),
-            timeout=3600,
+            peer_timeout=3600,
         )
         return time.perf_counter() - start
     finally:

@@ -11,6 +11,7 @@ from dpnet import __version__
 from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ADMMConfig
 from dpnet.errors import ConfigError
+from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.privacy.mechanisms import keep_prob_from_epsilon
 
@@ -63,6 +64,14 @@ class RunConfig:
         choices=("auto", "mpi", "inprocess"),
     )
     topology_seed: int = _opt(0, "seed of random graph families", NET, type=int)
+    peer_timeout: float = _opt(
+        DEFAULT_PEER_TIMEOUT,
+        "seconds a machine waits for a neighbour's message; then every machine stops, "
+        "naming the silent neighbour (exit code 5)",
+        NET,
+        type=float,
+        metavar="SECONDS",
+    )
     epsilon: float = _opt(
         math.inf, "label-DP budget per machine; inf = no privacy", PRIV, type=float
     )
@@ -167,6 +176,21 @@ class RunConfig:
         metavar="NAME,...",
     )
     quiet: bool = _opt(False, "no progress lines", RUN, action="store_true")
+    checkpoint: str | None = _opt(
+        None,
+        "directory for checkpoints: each machine writes its own state there (its iterates, "
+        "its randomized labels, never its raw ones) every --checkpoint-every rounds",
+        RUN,
+        metavar="DIR",
+    )
+    checkpoint_every: int = _opt(100, "rounds between checkpoints", RUN, type=int, metavar="K")
+    resume: str | None = _opt(
+        None,
+        "continue from the latest round every machine has a checkpoint of in DIR (same graph, "
+        "data and settings; the result equals the uninterrupted run's)",
+        RUN,
+        metavar="DIR",
+    )
 
     @property
     def keep_probability(self) -> float:
@@ -234,6 +258,15 @@ class RunConfig:
             (self.beta_steps >= 1, "--beta-steps must be >= 1"),
             (0 < self.beta_step_size < math.inf, "--beta-step-size must be finite and > 0"),
             (self.progress_every >= 0, "--progress-every must be >= 0"),
+            (
+                0 < self.peer_timeout <= MAX_PEER_TIMEOUT,
+                f"--peer-timeout must lie in (0, {MAX_PEER_TIMEOUT:g}] seconds, "
+                f"got {self.peer_timeout}",
+            ),
+            (
+                1 <= self.checkpoint_every <= 10**9,
+                f"--checkpoint-every must lie in [1, 1e9], got {self.checkpoint_every}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -257,6 +290,7 @@ class RunConfig:
 
 BASELINES = ("median", "rdp-admm")
 MAX_MACHINES = 100_000
+MAX_PEER_TIMEOUT = 86_400.0  # a day: beyond, a hung job would look alive for ever
 MAX_ROWS = 10**8  # synthetic rows: beyond this the data would not fit in memory
 # from about 36.74 on, e^eps / (1 + e^eps) rounds to 1 in float64: no label would be flipped
 MAX_FINITE_EPSILON = 36.7

@@ -237,7 +237,8 @@ def admm_config(config: RunConfig) -> ADMMConfig:
         tol=config.tol,
         max_coef_norm=config.max_coef_norm,
         progress_every=config.progress_every,
-        fail_at=fault_injection(),
+        fail_at=fault_injection("DPNET_FAIL_AT"),
+        stall_at=fault_injection("DPNET_STALL_AT"),
     )
 
 
@@ -258,9 +259,11 @@ def machine_main(
     )
 
 
-def fault_injection() -> tuple[int, int] | None:
-    """DPNET_FAIL_AT="rank:round" makes that machine raise in that round (abort tests)."""
-    spec = os.environ.get("DPNET_FAIL_AT")
+def fault_injection(variable: str) -> tuple[int, int] | None:
+    """Tests' fault injection from the environment: "rank:round". DPNET_FAIL_AT makes that
+    machine raise in that round (abort tests), DPNET_STALL_AT makes it go silent there
+    (peer-deadline tests)."""
+    spec = os.environ.get(variable)
     if not spec:
         return None
     rank, rnd = spec.split(":")

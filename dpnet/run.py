@@ -7,7 +7,8 @@ Exit codes: 0 a result (converged, or max_rounds with a warning); 1 an exception
 aborted the job; 2 bad input (one line from rank 0, before any round: options, data, graph,
 output paths, ranks started with different settings); 3 no estimate (an iterate became
 non-finite, or ran away: stop_reason "non-finite" / "diverged"); 4 the results were written
-but the plot could not be; 130 interrupted (Ctrl-C).
+but the plot could not be; 5 a neighbour went silent for --peer-timeout seconds (or a machine
+was told so by its neighbours): every machine stops, nothing written; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dpnet.job import (
     prepare_problem,
     shard_from_own_data,
 )
+from dpnet.network.comm import PeerFault
 from dpnet.network.topology import build_topology, describe_topology, validate_topology
 from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.report import (
@@ -45,6 +47,7 @@ from dpnet.report import (
 
 EXIT_NO_ESTIMATE = 3
 EXIT_PLOT_FAILED = 4
+EXIT_PEER_FAULT = 5
 EXIT_INTERRUPTED = 130
 NO_ESTIMATE = ("non-finite", "diverged")
 
@@ -169,9 +172,15 @@ def run_inprocess(config: RunConfig) -> int:
             shards = setup.shards
     except DpnetError as exc:
         return _fail(str(exc), 0)
-    outcomes = run_in_process(
-        graph, lambda comm: machine_main(comm, shards[comm.rank], config, graph, _progress(config))
-    )
+    try:
+        outcomes = run_in_process(
+            graph,
+            lambda comm: machine_main(comm, shards[comm.rank], config, graph, _progress(config)),
+            peer_timeout=config.peer_timeout,
+        )
+    except PeerFault as exc:
+        print(f"dpnet: {exc}; nothing written", file=sys.stderr, flush=True)
+        return EXIT_PEER_FAULT
     return _finish(config, graph, setup, outcomes, time.perf_counter() - start, "inprocess")
 
 
@@ -213,9 +222,14 @@ def run_mpi(config: RunConfig) -> int:
             shard = world.scatter_from_root(setup.shards if setup is not None else None)
     if error is not None:
         return _fail(error, world.rank)
-    comm = mpi_comm.MPICommunicator(graph)
-    outcome = machine_main(comm, shard, config, graph, _progress(config))
-    outcomes = comm.gather_to_root(outcome)
+    comm = mpi_comm.MPICommunicator(graph, peer_timeout=config.peer_timeout)
+    try:
+        outcome = machine_main(comm, shard, config, graph, _progress(config))
+        outcomes = comm.gather_to_root(outcome)
+    except PeerFault as exc:
+        # no MPI_Finalize: it would wait for the silent peer; mpiexec ends the reachable ranks
+        print(f"dpnet: {exc}; nothing written", file=sys.stderr, flush=True)
+        os._exit(EXIT_PEER_FAULT)
     code = _exit_code(outcome.release.result.stop_reason)
     if world.rank == 0:
         code = _finish(config, graph, setup, outcomes, time.perf_counter() - start, "mpi")

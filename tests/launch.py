@@ -20,6 +20,20 @@ class Completed:
     returncode: int
     stdout: str
     stderr: str
+    session: int  # the job's session id: every process it started belongs to it
+
+
+def session_processes(session: int) -> list[int]:
+    """Pids of live processes in ``session`` (Linux /proc; zombies count as gone)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
 
 
 def mpiexec_path() -> str:
@@ -66,4 +80,4 @@ def run_job(
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         raise AssertionError(f"job timed out after {timeout}s: {' '.join(cmd)}\n{err}") from None
-    return Completed(proc.returncode, out, err)
+    return Completed(proc.returncode, out, err, proc.pid)

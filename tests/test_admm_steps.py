@@ -142,5 +142,7 @@ def test_a_failing_machine_stops_the_in_process_network():
     cfg = ADMMConfig(lam=0.08, max_rounds=100, fail_at=(2, 3))
     with pytest.raises(RuntimeError, match="injected fault on machine 2 in round 3"):
         run_in_process(
-            graph, lambda comm: run_machine(comm, shards[comm.rank], groups, cfg, graph), timeout=30
+            graph,
+            lambda comm: run_machine(comm, shards[comm.rank], groups, cfg, graph),
+            peer_timeout=30,
         )

@@ -29,12 +29,13 @@ from dpnet.decentralized.steps import (
     z_update,
 )
 from dpnet.decentralized.termination import TreeAggregator, tree_plan
-from dpnet.network.comm import Communicator
+from dpnet.network.comm import Communicator, PeerSilent
 from dpnet.penalties.group import group_penalty
 
 # residual balancing stops near the tolerance: there the residuals sit at rounding noise and a
 # change of c only restarts the transient
 ADAPT_FLOOR = 100.0
+STALL_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class ADMMConfig:
     tol: float = 1e-9
     max_coef_norm: float = 1e4
     progress_every: int = 0
-    fail_at: tuple[int, int] | None = None  # (rank, round): fault injection for abort tests
+    fail_at: tuple[int, int] | None = None  # (rank, round): raise there (abort tests)
+    stall_at: tuple[int, int] | None = None  # (rank, round): go silent there (deadline tests)
 
 
 @dataclass
@@ -66,6 +68,23 @@ class ProgressRecord:
     objective: float
     primal_residual: float
     dual_residual: float
+
+
+@dataclass
+class LoopState:
+    """Everything one machine's round loop carries from one round to the next: with it (and
+    the machine's data) the loop continues bitwise as if it had never stopped."""
+
+    round: int  # rounds completed
+    theta: np.ndarray
+    z: np.ndarray
+    theta_nbhd: np.ndarray  # (|N_j| + 1, p + 1): own and neighbours' theta, sorted by rank
+    v_out: np.ndarray  # dual copies, see steps.dual_update
+    v_in: np.ndarray
+    c: float
+    n_adapted: int
+    aggregator: dict[str, np.ndarray]  # TreeAggregator.state()
+    history: list[ProgressRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -126,6 +145,23 @@ def network_decision(
     return None, 1.0
 
 
+def initial_state(comm: Communicator, dim: int, config: ADMMConfig, graph: nx.Graph) -> LoopState:
+    """Round 0: every iterate and dual copy zero, c at its configured start."""
+    n_nbhd = len(comm.neighbours) + 1
+    aggregator = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours).state()
+    return LoopState(
+        0,
+        np.zeros(dim),
+        np.zeros(dim),
+        np.zeros((n_nbhd, dim)),
+        np.zeros((n_nbhd, dim)),
+        np.zeros((n_nbhd, dim)),
+        config.c,
+        0,
+        aggregator,
+    )
+
+
 def run_machine(
     comm: Communicator,
     data: LocalData,
@@ -133,51 +169,59 @@ def run_machine(
     config: ADMMConfig,
     graph: nx.Graph,
     on_progress: Callable[[ProgressRecord], None] | None = None,
+    *,
+    start_state: LoopState | None = None,
+    on_round: Callable[[LoopState], None] | None = None,
 ) -> MachineResult:
     """Run the ADMM on one machine until the network-wide stop decision; see module docstring.
 
     ``graph`` is the (public) machine graph, the same on every machine: it fixes the
-    spanning tree along which the stop statistics travel.
+    spanning tree along which the stop statistics travel. ``start_state`` continues a run
+    (e.g. from a checkpoint); ``on_round`` sees the state after every round that did not
+    stop, before the next begins (the state's arrays are reused: copy what you keep).
+    A neighbour's silence (:class:`PeerSilent`) is re-raised with the round it happened in.
     """
     start = time.perf_counter()
-    n_nbhd = len(comm.neighbours) + 1
     own_pos = sum(v < comm.rank for v in comm.neighbours)  # position of j inside Nbar_j, sorted
     dim = data.n_features + 1
-    theta = np.zeros(dim)
-    z = np.zeros(dim)
-    theta_nbhd = np.zeros((n_nbhd, dim))
-    v_out = np.zeros((n_nbhd, dim))
-    v_in = np.zeros((n_nbhd, dim))
+    state = initial_state(comm, dim, config, graph) if start_state is None else start_state
+    theta, z, theta_nbhd = state.theta, state.z, state.theta_nbhd
+    v_out, v_in, c, n_adapted = state.v_out, state.v_in, state.c, state.n_adapted
     stats = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours)
-    history: list[ProgressRecord] = []
+    stats.restore(state.aggregator)
+    history = list(state.history)
     stop_reason = "max_rounds"
-    rounds = 0
-    c = config.c
-    n_adapted = 0
+    rounds = state.round
 
     def with_own(own: np.ndarray, received: np.ndarray) -> np.ndarray:
         return np.insert(received, own_pos, own, axis=0)
 
-    for t in range(1, config.max_rounds + 1):
+    for t in range(state.round + 1, config.max_rounds + 1):
         rounds = t
-        if config.fail_at is not None and config.fail_at == (comm.rank, t):
+        if config.fail_at == (comm.rank, t):
             raise RuntimeError(f"injected fault on machine {comm.rank} in round {t}")
+        if config.stall_at == (comm.rank, t):
+            time.sleep(STALL_SECONDS)  # a hung machine: its neighbours' deadlines end the job
         z_prev = z
         z = z_update(theta_nbhd, v_out, z_prev, c, groups, config.alpha_z)
-        z_nbhd = with_own(z, comm.neighbour_exchange(z))
-        if config.theta_solver == "newton":
-            theta = theta_update_newton(data, z_nbhd, v_in, theta, c)
-        else:
-            theta = theta_update_gradient(
-                data,
-                z_nbhd,
-                v_in,
-                theta,
-                c,
-                n_steps=config.beta_steps,
-                step_size=config.beta_step_size,
-            )
-        received = comm.neighbour_exchange(np.concatenate([theta, stats.outgoing()]))
+        try:
+            z_nbhd = with_own(z, comm.neighbour_exchange(z))
+            if config.theta_solver == "newton":
+                theta = theta_update_newton(data, z_nbhd, v_in, theta, c)
+            else:
+                theta = theta_update_gradient(
+                    data,
+                    z_nbhd,
+                    v_in,
+                    theta,
+                    c,
+                    n_steps=config.beta_steps,
+                    step_size=config.beta_step_size,
+                )
+            received = comm.neighbour_exchange(np.concatenate([theta, stats.outgoing()]))
+        except PeerSilent as exc:
+            exc.round = t
+            raise
         theta_nbhd = with_own(theta, received[:, :dim])
         dual_update(v_out, v_in, z, z_nbhd, theta, theta_nbhd, c)
 
@@ -215,6 +259,12 @@ def run_machine(
             if factor != 1.0:
                 c *= factor
                 n_adapted += 1
+        if on_round is not None:
+            on_round(
+                LoopState(
+                    t, theta, z, theta_nbhd, v_out, v_in, c, n_adapted, stats.state(), history
+                )
+            )
 
     total = time.perf_counter() - start
     return MachineResult(

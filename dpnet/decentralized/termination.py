@@ -112,6 +112,33 @@ class TreeAggregator:
             self._known[index] = part[1:]
         self._known.pop(round_ - self.plan.lag - 1, None)
 
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything the waves carry between rounds, as arrays (for checkpoints)."""
+        known = sorted(self._known)
+        return {
+            "own": np.array(list(self._own)).reshape(-1, N_STATS),
+            "children_up": np.array([self._children_up[c] for c in self.plan.children]).reshape(
+                -1, N_STATS
+            ),
+            "down": np.concatenate([[self._down[0]], self._down[1]]),
+            "known_rounds": np.array(known, dtype=np.int64),
+            "known": np.array([self._known[r] for r in known]).reshape(-1, N_STATS),
+        }
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Continue from :meth:`state` (of the same machine in the same graph)."""
+        self._own.clear()
+        self._own.extend(np.array(row) for row in state["own"])
+        self._children_up = {
+            c: np.array(row)
+            for c, row in zip(self.plan.children, state["children_up"], strict=True)
+        }
+        self._down = (float(state["down"][0]), np.array(state["down"][1:]))
+        self._known = {
+            int(r): np.array(row)
+            for r, row in zip(state["known_rounds"], state["known"], strict=True)
+        }
+
     def network_stats(self, round_: int) -> np.ndarray | None:
         """G(s) for s = round_ - 2H, identical on every machine; None before round 1."""
         s = round_ - self.plan.lag

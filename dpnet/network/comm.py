@@ -15,6 +15,51 @@ from typing import Any, Protocol
 
 import numpy as np
 
+DEFAULT_PEER_TIMEOUT = 60.0
+"""Seconds a machine waits for a neighbour's message before it stops (``--peer-timeout``):
+rounds take milliseconds, so a minute means the neighbour (or the link to it) is gone."""
+
+
+class PeerFault(Exception):
+    """The job cannot go on: a neighbour went silent or stopped. No estimate (exit code 5)."""
+
+
+class PeerSilent(PeerFault):
+    """Machine ``rank`` heard nothing from ``neighbour`` within ``seconds`` of an exchange
+    (``neighbour`` None: not every machine reached the final gather in time)."""
+
+    def __init__(self, rank: int, neighbour: int | None, seconds: float) -> None:
+        super().__init__(rank, neighbour, seconds)
+        self.rank, self.neighbour, self.seconds = rank, neighbour, seconds
+        self.round: int | None = None  # set by the round loop, which knows it
+
+    def __str__(self) -> str:
+        if self.neighbour is None:
+            return (
+                f"machine {self.rank}: not every machine reached the end of the run "
+                f"within {self.seconds:g} s (--peer-timeout)"
+            )
+        when = "" if self.round is None else f" in round {self.round}"
+        return (
+            f"machine {self.rank}: no message from neighbour {self.neighbour}{when} "
+            f"within {self.seconds:g} s (--peer-timeout)"
+        )
+
+
+class NeighbourStopped(PeerFault):
+    """A neighbour told machine ``rank`` that the job stops: machine ``origin`` heard
+    nothing from machine ``silent`` (forwarded neighbour to neighbour)."""
+
+    def __init__(self, rank: int, neighbour: int, origin: int, silent: int) -> None:
+        super().__init__(rank, neighbour, origin, silent)
+        self.rank, self.neighbour, self.origin, self.silent = rank, neighbour, origin, silent
+
+    def __str__(self) -> str:
+        return (
+            f"machine {self.rank}: stopping: neighbour {self.neighbour} stopped "
+            f"(machine {self.origin} heard nothing from machine {self.silent})"
+        )
+
 
 @dataclass
 class TrafficStats:

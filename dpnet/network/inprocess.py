@@ -1,14 +1,18 @@
-"""All J machines in one process: one thread per machine, barrier-synchronised mailboxes.
+"""All J machines in one process: one thread per machine, one mailbox per directed edge.
 
 The same round loop that runs over MPI runs here unchanged, so unit tests exercise the real
-algorithm without launching ``mpiexec``. Each exchange is two barrier phases: every machine
-posts its buffer, then every machine reads its neighbours' buffers. A failure on one thread
-breaks the barrier so that the others stop instead of waiting forever.
+algorithm without launching ``mpiexec``. An exchange puts the machine's buffer into its
+mailbox towards each neighbour and takes one buffer from each neighbour's mailbox towards it
+(FIFO queues: exchanges pair up in order, as MPI's non-overtaking messages do). Waiting has the
+same peer deadline as over MPI (:class:`~dpnet.network.comm.PeerSilent`). A failure on one
+thread sets a stop flag, so the others stop at their next wait instead of waiting forever.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,18 +20,32 @@ import networkx as nx
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from dpnet.network.comm import TrafficStats
+from dpnet.network.comm import DEFAULT_PEER_TIMEOUT, PeerSilent, TrafficStats
 
 JOIN_POLL_SECONDS = 0.2
+WAIT_SLICE_SECONDS = 0.2  # a waiting machine looks at the stop flag this often
 INTERRUPT_GRACE_SECONDS = 5.0
+FAILURE_GRACE_SECONDS = 1.0  # after a failure, how long the other machines get to stop
+
+
+class Stopped(Exception):
+    """Another machine of the in-process network failed; this one stops (not the cause)."""
 
 
 class _SharedState:
-    def __init__(self, size: int, timeout: float) -> None:
-        self.size = size
-        self.mailbox: list[np.ndarray | None] = [None] * size
-        self.gathered: list[Any] = [None] * size
-        self.barrier = threading.Barrier(size, timeout=timeout)
+    def __init__(self, graph: nx.Graph, peer_timeout: float) -> None:
+        self.size = graph.number_of_nodes()
+        self.peer_timeout = peer_timeout
+        self.mailboxes: dict[tuple[int, int], queue.SimpleQueue[np.ndarray]] = {
+            (u, v): queue.SimpleQueue() for a, b in graph.edges for u, v in ((a, b), (b, a))
+        }
+        self.gathered: list[Any] = [None] * self.size
+        self.barrier = threading.Barrier(self.size)
+        self.stop = threading.Event()
+
+    def abort(self) -> None:
+        self.stop.set()
+        self.barrier.abort()
 
 
 class InProcessCommunicator:
@@ -43,39 +61,65 @@ class InProcessCommunicator:
     def neighbour_exchange(self, send: np.ndarray) -> np.ndarray:
         buf = np.ascontiguousarray(send, dtype=np.float64).copy()
         self.stats.start()
-        self._shared.mailbox[self.rank] = buf
-        self._shared.barrier.wait()
+        for v in self.neighbours:
+            self._shared.mailboxes[(self.rank, v)].put(buf)
         out = np.empty((len(self.neighbours), buf.size))
+        deadline = time.monotonic() + self._shared.peer_timeout
         for k, v in enumerate(self.neighbours):
-            other = self._shared.mailbox[v]
-            if other is None or other.shape != buf.shape:
+            other = self._receive(v, deadline)
+            if other.shape != buf.shape:
                 raise RuntimeError(f"machine {v} sent a buffer of a different size to {self.rank}")
             out[k] = other
-        self._shared.barrier.wait()
         self.stats.stop(len(self.neighbours), buf.nbytes)
         return out
 
+    def _receive(self, neighbour: int, deadline: float) -> np.ndarray:
+        box = self._shared.mailboxes[(neighbour, self.rank)]
+        while True:
+            if self._shared.stop.is_set():
+                raise Stopped(f"machine {self.rank} stopped: another machine failed")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PeerSilent(self.rank, neighbour, self._shared.peer_timeout)
+            try:
+                return box.get(timeout=min(left, WAIT_SLICE_SECONDS))
+            except queue.Empty:
+                continue
+
     def gather_to_root(self, obj: Any) -> list[Any] | None:
         self._shared.gathered[self.rank] = obj
-        self._shared.barrier.wait()
+        self._wait_all()
         result = list(self._shared.gathered) if self.rank == 0 else None
-        self._shared.barrier.wait()
+        self._wait_all()
         return result
+
+    def _wait_all(self) -> None:
+        try:
+            self._shared.barrier.wait(timeout=self._shared.peer_timeout)
+        except threading.BrokenBarrierError:
+            if self._shared.stop.is_set():
+                raise Stopped(f"machine {self.rank} stopped: another machine failed") from None
+            raise PeerSilent(self.rank, None, self._shared.peer_timeout) from None
 
 
 def run_in_process(
-    graph: nx.Graph, target: Callable[[InProcessCommunicator], Any], *, timeout: float = 600.0
+    graph: nx.Graph,
+    target: Callable[[InProcessCommunicator], Any],
+    *,
+    peer_timeout: float = DEFAULT_PEER_TIMEOUT,
 ) -> list[Any]:
     """Run ``target(comm)`` for every node of ``graph`` in its own thread; return the results.
 
-    The first exception raised on any machine is re-raised here after all threads stopped.
-    A KeyboardInterrupt (Ctrl-C reaches the main thread only) breaks the barrier, so every
-    machine stops at its next exchange, and is re-raised once they have. BLAS runs
-    single-threaded meanwhile: the machines already are the parallelism, and BLAS worker
-    threads spinning beside them slow every round down.
+    The first exception raised on any machine is re-raised here (a :class:`PeerSilent` when a
+    machine waited longer than ``peer_timeout`` seconds for a neighbour); the others stop at
+    their next wait. A KeyboardInterrupt (Ctrl-C reaches the main thread only) stops every
+    machine the same way and is re-raised. A machine that never returns (stalled) is left
+    behind after a grace period: the threads are daemons. BLAS runs single-threaded meanwhile:
+    the machines already are the parallelism, and BLAS worker threads spinning beside them
+    slow every round down.
     """
-    size = graph.number_of_nodes()
-    shared = _SharedState(size, timeout)
+    shared = _SharedState(graph, peer_timeout)
+    size = shared.size
     results: list[Any] = [None] * size
     errors: list[tuple[int, BaseException]] = []
 
@@ -83,11 +127,9 @@ def run_in_process(
         comm = InProcessCommunicator(rank, list(graph.neighbors(rank)), shared)
         try:
             results[rank] = target(comm)
-        except threading.BrokenBarrierError as exc:
-            errors.append((rank, exc))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append((rank, exc))
-            shared.barrier.abort()
+            shared.abort()
 
     threads = [
         threading.Thread(target=body, args=(r,), name=f"machine-{r}", daemon=True)
@@ -97,16 +139,26 @@ def run_in_process(
         for t in threads:
             t.start()
         try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(JOIN_POLL_SECONDS)  # a bare join() would not see Ctrl-C
+            _join(threads, shared)
         except KeyboardInterrupt:
-            shared.barrier.abort()
+            shared.abort()
             for t in threads:
                 t.join(INTERRUPT_GRACE_SECONDS)
             raise
     if errors:
-        real = [e for e in errors if not isinstance(e[1], threading.BrokenBarrierError)]
+        real = [e for e in errors if not isinstance(e[1], Stopped)]
         rank, exc = (real or errors)[0]
         raise exc
     return results
+
+
+def _join(threads: list[threading.Thread], shared: _SharedState) -> None:
+    """Wait for every thread; once one failed, give the rest a grace period only."""
+    give_up = None
+    for t in threads:
+        while t.is_alive():
+            t.join(JOIN_POLL_SECONDS)  # a bare join() would not see Ctrl-C
+            if shared.stop.is_set():
+                give_up = give_up or time.monotonic() + FAILURE_GRACE_SECONDS
+                if time.monotonic() > give_up:
+                    return

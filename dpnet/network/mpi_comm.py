@@ -1,10 +1,16 @@
 """The only module that imports mpi4py: a distributed-graph communicator over the machine graph.
 
 Every rank builds ``Create_dist_graph_adjacent`` with its sorted neighbour list as both
-sources and destinations (``reorder=False``, so MPI ranks equal graph nodes), and exchanges
-buffers with a non-blocking neighbour allgather. While waiting it sleeps between ``Test``
-calls instead of spinning: with more ranks than cores a spinning rank steals the core its
-neighbour needs.
+sources and destinations (``reorder=False``, so MPI ranks equal graph nodes). An exchange is
+one non-blocking send and receive per neighbour, so a machine knows which neighbour is late.
+While waiting it sleeps between ``Test`` calls instead of spinning: with more ranks than cores
+a spinning rank steals the core its neighbour needs.
+
+Peer deadline: a machine that hears nothing from a neighbour within ``peer_timeout`` seconds
+raises :class:`PeerSilent` and first tells its other neighbours (a small message on a second
+tag, posted once at start); a machine told so forwards it and raises
+:class:`NeighbourStopped`. So both sides of a cut link stop by themselves: the machines next
+to the cut by their deadline, the others within one message per hop.
 """
 
 from __future__ import annotations
@@ -16,9 +22,17 @@ import networkx as nx
 import numpy as np
 from mpi4py import MPI
 
-from dpnet.network.comm import TrafficStats
+from dpnet.network.comm import (
+    DEFAULT_PEER_TIMEOUT,
+    NeighbourStopped,
+    PeerSilent,
+    TrafficStats,
+)
 
 POLL_SECONDS = 1e-4
+DATA_TAG = 1
+STOP_TAG = 2
+STOP_GRACE_SECONDS = 1.0  # how long a stopping machine waits for its stop notes to leave
 
 
 def wait_politely(request: MPI.Request, poll: float = POLL_SECONDS) -> None:
@@ -30,7 +44,12 @@ def wait_politely(request: MPI.Request, poll: float = POLL_SECONDS) -> None:
 class MPICommunicator:
     """One rank's endpoint on the machine graph (rank == node id)."""
 
-    def __init__(self, graph: nx.Graph, world: MPI.Intracomm | None = None) -> None:
+    def __init__(
+        self,
+        graph: nx.Graph,
+        world: MPI.Intracomm | None = None,
+        peer_timeout: float = DEFAULT_PEER_TIMEOUT,
+    ) -> None:
         self.world = MPI.COMM_WORLD if world is None else world
         self.rank = self.world.Get_rank()
         self.size = self.world.Get_size()
@@ -38,23 +57,68 @@ class MPICommunicator:
         self.graph_comm = self.world.Create_dist_graph_adjacent(
             self.neighbours, self.neighbours, reorder=False
         )
+        self.peer_timeout = float(peer_timeout)
         self.stats = TrafficStats()
+        self._stop_in = np.zeros((len(self.neighbours), 2), dtype=np.int64)
+        self._stop_requests = [
+            self.graph_comm.Irecv(self._stop_in[k], source=v, tag=STOP_TAG)
+            for k, v in enumerate(self.neighbours)
+        ]
 
     def neighbour_exchange(self, send: np.ndarray) -> np.ndarray:
         buf = np.ascontiguousarray(send, dtype=np.float64)
         out = np.empty((len(self.neighbours), buf.size), dtype=np.float64)
         self.stats.start()
-        request = self.graph_comm.Ineighbor_allgather(buf, out)
-        wait_politely(request)
+        receives = [
+            self.graph_comm.Irecv(out[k], source=v, tag=DATA_TAG)
+            for k, v in enumerate(self.neighbours)
+        ]
+        sends = [self.graph_comm.Isend(buf, dest=v, tag=DATA_TAG) for v in self.neighbours]
+        deadline = time.monotonic() + self.peer_timeout
+        while not MPI.Request.Testall(receives + sends):
+            self._check_stop_notes()
+            if time.monotonic() > deadline:
+                late = [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
+                silent = late[0] if late else self.neighbours[0]
+                self._send_stop_notes(origin=self.rank, silent=silent, skip=None)
+                raise PeerSilent(self.rank, silent, self.peer_timeout)
+            time.sleep(POLL_SECONDS)
         self.stats.stop(len(self.neighbours), buf.nbytes)
         return out
 
+    def _check_stop_notes(self) -> None:
+        for k, request in enumerate(self._stop_requests):
+            if request.Test():
+                origin, silent = (int(x) for x in self._stop_in[k])
+                neighbour = self.neighbours[k]
+                self._send_stop_notes(origin=origin, silent=silent, skip=neighbour)
+                raise NeighbourStopped(self.rank, neighbour, origin, silent)
+
+    def _send_stop_notes(self, *, origin: int, silent: int, skip: int | None) -> None:
+        """Tell every neighbour but ``skip`` that the job stops; wait at most a moment."""
+        note = np.array([origin, silent], dtype=np.int64)
+        requests = [
+            self.graph_comm.Isend(note, dest=v, tag=STOP_TAG) for v in self.neighbours if v != skip
+        ]
+        give_up = time.monotonic() + STOP_GRACE_SECONDS
+        while not MPI.Request.Testall(requests) and time.monotonic() < give_up:
+            time.sleep(POLL_SECONDS)
+
     def gather_to_root(self, obj: Any) -> list[Any] | None:
         request = self.world.Ibarrier()
-        wait_politely(request)
+        deadline = time.monotonic() + self.peer_timeout
+        while not request.Test():
+            self._check_stop_notes()
+            if time.monotonic() > deadline:
+                raise PeerSilent(self.rank, None, self.peer_timeout)
+            time.sleep(POLL_SECONDS)
         return self.world.gather(obj, root=0)
 
     def free(self) -> None:
+        for request in self._stop_requests:
+            if request != MPI.REQUEST_NULL:
+                request.Cancel()
+                request.Wait()
         self.graph_comm.Free()
 
 

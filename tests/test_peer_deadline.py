@@ -1,0 +1,103 @@
+"""Peer deadline: a silent neighbour stops the whole job, named, within the deadline.
+
+A machine that goes silent (``DPNET_STALL_AT=rank:round`` makes it sleep for an hour there)
+must not hang its neighbours: each waits at most ``--peer-timeout`` seconds, then every
+machine stops with exit code 5, a line naming the silent neighbour and the round, nothing
+written, and (under mpiexec) no process of the job left.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from dpnet.decentralized.admm import ADMMConfig, run_machine
+from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.network.comm import PeerSilent
+from dpnet.network.inprocess import run_in_process
+from dpnet.penalties.group import groups_from_labels
+from tests.launch import run_job, session_processes
+
+TIMEOUT = 2.0
+SLACK = 6.0  # start-up and the stop itself, on 2 oversubscribed cores
+
+
+def test_inprocess_exchange_names_the_silent_neighbour() -> None:
+    graph = nx.path_graph(3)
+    release = threading.Event()
+
+    def machine(comm):  # noqa: ANN001, ANN202 - test body
+        comm.neighbour_exchange(np.zeros(2))
+        if comm.rank == 2:
+            release.wait(30)  # silent in the second exchange
+            return None
+        return comm.neighbour_exchange(np.zeros(2))
+
+    start = time.monotonic()
+    with pytest.raises(PeerSilent) as caught:
+        run_in_process(graph, machine, peer_timeout=0.5)
+    release.set()
+    assert caught.value.rank == 1 and caught.value.neighbour == 2
+    assert "machine 1: no message from neighbour 2 within 0.5 s" in str(caught.value)
+    assert time.monotonic() - start < 0.5 + SLACK
+
+
+def test_round_loop_reports_the_round_of_the_silence() -> None:
+    graph = nx.cycle_graph(4)
+    rng = np.random.default_rng(0)
+    ptr, idx = groups_from_labels(np.array([0, 0, 1]))
+    groups = GroupStructure(ptr, idx, np.full(2, 0.01))
+    shards = []
+    for _ in range(4):
+        X = rng.standard_normal((20, 3))
+        y = np.where(rng.random(20) < 0.5, 1.0, -1.0)
+        shards.append(LocalData(np.hstack([X, np.ones((20, 1))]), y, 80))
+    config = ADMMConfig(max_rounds=50, stall_at=(2, 7))
+    with pytest.raises(PeerSilent) as caught:
+        run_in_process(
+            graph,
+            lambda comm: run_machine(comm, shards[comm.rank], groups, config, graph),
+            peer_timeout=0.5,
+        )
+    assert caught.value.neighbour == 2 and caught.value.round == 7
+    assert re.fullmatch(
+        r"machine [13]: no message from neighbour 2 in round 7 within 0\.5 s \(--peer-timeout\)",
+        str(caught.value),
+    )
+
+
+def _stalled_job(tmp_path: Path, n_ranks: int | None):  # noqa: ANN202 - Completed
+    out = tmp_path / "r.json"
+    args = ["--n-samples", "400", "--seed", "1", "--peer-timeout", str(TIMEOUT)]
+    args += ["--quiet", "--output", str(out)]
+    if n_ranks is None:
+        args += ["--machines", "5"]
+    start = time.monotonic()
+    done = run_job(args, n_ranks=n_ranks, timeout=90, env={"DPNET_STALL_AT": "2:5"})
+    return done, time.monotonic() - start, out
+
+
+def test_cli_inprocess_stops_with_exit_5(tmp_path: Path) -> None:
+    done, wall, out = _stalled_job(tmp_path, None)
+    assert done.returncode == 5, done.stderr
+    assert "no message from neighbour 2 in round 5 within 2 s" in done.stderr
+    assert not out.exists()
+    assert wall < 30  # set-up of 5 machines + the deadline, not the hour machine 2 sleeps
+
+
+@pytest.mark.mpi_launch
+def test_mpi_every_rank_ends_and_none_is_left(tmp_path: Path) -> None:
+    done, wall, out = _stalled_job(tmp_path, 5)
+    assert done.returncode == 5, done.stderr
+    # paper5's neighbours of machine 2 name it; machines further away stop, told or timed out
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("dpnet: machine")]
+    assert any("no message from neighbour 2 in round 5" in ln for ln in lines), done.stderr
+    assert not out.exists()
+    assert session_processes(done.session) == []
+    assert wall < 40, wall
