@@ -276,6 +276,13 @@ class RunConfig:
                 "--shard-sizes does not apply when every machine loads its own "
                 "file ({rank} in --data)"
             )
+        own_files = self.data is not None and "{rank}" in self.data
+        if (self.checkpoint or self.resume) and self.seed is None and not own_files:
+            raise ConfigError(
+                "--checkpoint and --resume need --seed when rank 0 generates or splits the "
+                "data: a resumed run must rebuild the same shards (per-machine files, {rank} "
+                "in --data, need no seed)"
+            )
         LabelDomain.parse(self.labels)
         for name in self.baselines:
             if name not in BASELINES:

@@ -21,12 +21,15 @@ rank 0 never sees another machine's rows.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from dp_accounting import dp_event
 
+from dpnet import checkpoint
+from dpnet.checkpoint import Checkpointer, Resumed
 from dpnet.config import RunConfig
 from dpnet.data.dataset import GroupData
 from dpnet.data.labels import LabelDomain
@@ -36,7 +39,7 @@ from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.machine import HOLDOUT_PART, MachineOutcome, run_private_machine
+from dpnet.decentralized.machine import HOLDOUT_PART, MachineOutcome, fit_private_shard
 from dpnet.errors import ConfigError
 from dpnet.evaluation import PUBLIC, RANDOMIZED, EvaluationSet
 
@@ -243,20 +246,79 @@ def admm_config(config: RunConfig) -> ADMMConfig:
 
 
 def machine_main(
-    comm: Any, raw: RawShard, config: RunConfig, graph: Any, on_progress: Any = None
+    comm: Any,
+    raw: RawShard,
+    config: RunConfig,
+    graph: Any,
+    on_progress: Any = None,
+    resumed: Resumed | None = None,
 ) -> MachineOutcome:
-    """One machine of the main job: its own stream, then :func:`run_private_machine`."""
-    return run_private_machine(
+    """One machine of the main job: randomized response with its own stream (or, resumed,
+    the labels it randomized before), checkpoints if asked, then the ADMM rounds."""
+    rng = machine_rng(raw.seed_entropy, comm.rank, comm.size)
+    p = config.keep_probability
+    part = f"machine {comm.rank}"
+    keep_oracle = config.oracle_output is not None
+    if resumed is None:
+        crossing = boundary.cross_boundary(raw, p, rng, part, keep_oracle=keep_oracle)
+    else:
+        crossing = boundary.recross_boundary(
+            raw, resumed.y_randomized, p, part, keep_oracle=keep_oracle
+        )
+        rng.bit_generator.state = resumed.rng_state
+        comm.stats.restore(resumed.traffic)
+    on_round = None
+    if config.checkpoint is not None:
+        on_round = Checkpointer(
+            config.checkpoint,
+            comm.rank,
+            config.checkpoint_every,
+            checkpoint_prints(config, graph, comm.rank, raw),
+            crossing[0].y,
+            comm.stats.as_dict,
+            rng.bit_generator.state,
+        )
+    del raw  # nothing below may read the raw labels
+    return fit_private_shard(
         comm,
-        raw,
-        keep_prob=config.keep_probability,
+        *crossing,
+        keep_prob=p,
         loss=config.loss,
         admm=admm_config(config),
         graph=graph,
-        rng=machine_rng(raw.seed_entropy, comm.rank, comm.size),
-        keep_oracle=config.oracle_output is not None,
         on_progress=on_progress,
+        start_state=None if resumed is None else resumed.state,
+        on_round=on_round,
     )
+
+
+def checkpoint_prints(config: RunConfig, graph: Any, rank: int, raw: RawShard) -> dict[str, str]:
+    """Fingerprints a checkpoint must match: graph, data, and every setting that changes the
+    iterates (not --max-rounds: a resumed run may go on longer)."""
+    ignored = ("max_rounds", "progress_every", "fail_at", "stall_at")
+    settings = {k: v for k, v in asdict(admm_config(config)).items() if k not in ignored}
+    settings |= {"keep_prob": config.keep_probability, "loss": config.loss}
+    return checkpoint.fingerprints(rank, graph, settings, raw)
+
+
+def resume_machine(config: RunConfig, graph: Any, rank: int, raw: RawShard, round_: int) -> Resumed:
+    """Machine ``rank``'s checkpoint of ``round_`` from ``--resume`` (CheckpointError if it
+    is missing, corrupt or of another run)."""
+    return checkpoint.load(config.resume, rank, round_, checkpoint_prints(config, graph, rank, raw))
+
+
+def check_checkpoint_dir(config: RunConfig) -> None:
+    """``--checkpoint DIR`` must be a directory this process can create and write, before
+    round 1 (ConfigError otherwise)."""
+    if config.checkpoint is None:
+        return
+    path = Path(config.checkpoint)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--checkpoint {path}: cannot create it ({exc.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"--checkpoint {path}: not writable")
 
 
 def fault_injection(variable: str) -> tuple[int, int] | None:

@@ -122,8 +122,9 @@ def build_report(
         if public.evaluation is None or not public.evaluation.n_samples
         else accuracy_estimate(public.evaluation, coef, intercept)
     )
-    per_round = [r.total_seconds / max(r.rounds, 1) for r in results]
-    comm_round = [r.traffic["comm_seconds"] / max(r.rounds, 1) for r in results]
+    # times are this process's: a resumed run timed only the rounds after its checkpoint
+    per_round = [r.total_seconds / max(r.rounds - r.start_round, 1) for r in results]
+    comm_round = [r.traffic["comm_seconds"] / max(r.rounds - r.start_round, 1) for r in results]
     return {
         "dpnet_version": __import__("dpnet").__version__,
         "backend": backend,
@@ -144,6 +145,7 @@ def build_report(
             for r in results
         ],
         "rounds": results[0].rounds,
+        "resumed_from_round": results[0].start_round,
         "stop_reason": results[0].stop_reason,
         "objective": {"on_randomized_labels": noisy_objective},
         "data_layout": public.data_layout,

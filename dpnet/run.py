@@ -20,17 +20,20 @@ from typing import Any
 
 import networkx as nx
 
+from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig, parse_config
 from dpnet.decentralized.machine import MachineOutcome, consensus_model
 from dpnet.errors import DpnetError, TopologyError
 from dpnet.job import (
     SetUp,
+    check_checkpoint_dir,
     check_shards_agree,
     data_per_machine,
     load_own_shard,
     machine_main,
     own_data_problem,
     prepare_problem,
+    resume_machine,
     shard_from_own_data,
 )
 from dpnet.network.comm import PeerFault
@@ -159,6 +162,7 @@ def run_inprocess(config: RunConfig) -> int:
     start = time.perf_counter()
     try:
         check_output_paths(config)
+        check_checkpoint_dir(config)
         graph = build_topology(config.topology, config.machines, seed=config.topology_seed)
         graph = validate_topology(graph, graph.number_of_nodes())
         if data_per_machine(config):
@@ -170,12 +174,22 @@ def run_inprocess(config: RunConfig) -> int:
         else:
             setup = prepare_problem(config, graph.number_of_nodes())
             shards = setup.shards
+        resumed = [None] * len(shards)
+        if config.resume is not None:
+            rounds = [available_rounds(config.resume, j) for j in range(len(shards))]
+            start_round = common_round(rounds, config.resume)
+            resumed = [
+                resume_machine(config, graph, j, shard, start_round)
+                for j, shard in enumerate(shards)
+            ]
     except DpnetError as exc:
         return _fail(str(exc), 0)
     try:
         outcomes = run_in_process(
             graph,
-            lambda comm: machine_main(comm, shards[comm.rank], config, graph, _progress(config)),
+            lambda comm: machine_main(
+                comm, shards[comm.rank], config, graph, _progress(config), resumed[comm.rank]
+            ),
             peer_timeout=config.peer_timeout,
         )
     except PeerFault as exc:
@@ -201,6 +215,7 @@ def run_mpi(config: RunConfig) -> int:
         try:
             if world.rank == 0:
                 check_output_paths(config)
+            check_checkpoint_dir(config)
             graph = validate_topology(
                 build_topology(config.topology, world.size, seed=config.topology_seed), world.size
             )
@@ -222,9 +237,12 @@ def run_mpi(config: RunConfig) -> int:
             shard = world.scatter_from_root(setup.shards if setup is not None else None)
     if error is not None:
         return _fail(error, world.rank)
+    resumed, error = _resume(config, graph, world, shard)
+    if error is not None:
+        return _fail(error, world.rank)
     comm = mpi_comm.MPICommunicator(graph, peer_timeout=config.peer_timeout)
     try:
-        outcome = machine_main(comm, shard, config, graph, _progress(config))
+        outcome = machine_main(comm, shard, config, graph, _progress(config), resumed)
         outcomes = comm.gather_to_root(outcome)
     except PeerFault as exc:
         # no MPI_Finalize: it would wait for the silent peer; mpiexec ends the reachable ranks
@@ -235,6 +253,21 @@ def run_mpi(config: RunConfig) -> int:
         code = _finish(config, graph, setup, outcomes, time.perf_counter() - start, "mpi")
     comm.free()
     return code
+
+
+def _resume(config: RunConfig, graph: nx.Graph, world: Any, shard: Any) -> tuple[Any, str | None]:
+    """``--resume``: the ranks agree on the latest round all have, each loads its own file."""
+    if config.resume is None:
+        return None, None
+    resumed, error = None, None
+    rounds = world.allgather(available_rounds(config.resume, world.rank))
+    try:
+        resumed = resume_machine(
+            config, graph, world.rank, shard, common_round(rounds, config.resume)
+        )
+    except DpnetError as exc:
+        error = str(exc)
+    return resumed, world.agree(error)
 
 
 def settings_mismatch(configs: list[dict[str, Any]]) -> str | None:

@@ -99,9 +99,10 @@ class MachineResult:
     local_objective: float
     n_rows: int
     traffic: dict[str, float | int]
-    total_seconds: float
+    total_seconds: float  # of this process: a resumed run counts from its start
     compute_seconds: float
     history: list[ProgressRecord] = field(default_factory=list)
+    start_round: int = 0  # rounds done before this process (resumed from a checkpoint)
 
 
 def balance_penalty(primal: float, dual: float, ratio: float, factor: float) -> float:
@@ -279,4 +280,5 @@ def run_machine(
         total_seconds=total,
         compute_seconds=total - comm.stats.comm_seconds,
         history=history,
+        start_round=state.round,
     )

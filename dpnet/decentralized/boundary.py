@@ -28,7 +28,7 @@ import numpy as np
 from dp_accounting import dp_event
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy.mechanisms import randomized_response
+from dpnet.privacy.mechanisms import randomized_response, randomized_response_event
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,22 @@ def cross_boundary(
     private = PrivateShard(raw.X, noisy, raw.n_total, raw.group_labels, raw.group_weights)
     oracle = LabelOracle(raw.y_raw, noisy) if keep_oracle else None
     return private, event, oracle
+
+
+def recross_boundary(
+    raw: RawShard,
+    y_randomized: np.ndarray,
+    keep_prob: float,
+    part: str,
+    *,
+    keep_oracle: bool = False,
+) -> tuple[PrivateShard, dp_event.DpEvent, LabelOracle | None]:
+    """As :func:`cross_boundary`, for a run resumed from a checkpoint: the labels ``part``
+    randomized before are used again, not drawn anew (a new draw would be a second release
+    of the same labels). The event is that earlier release's."""
+    y = np.asarray(y_randomized)
+    if y.shape != raw.y_raw.shape or not np.all((y == 1.0) | (y == -1.0)):
+        raise PrivacyError(f"{part}: the checkpoint's randomized labels do not fit its rows")
+    private = PrivateShard(raw.X, y, raw.n_total, raw.group_labels, raw.group_weights)
+    oracle = LabelOracle(raw.y_raw, y) if keep_oracle else None
+    return private, randomized_response_event(keep_prob), oracle

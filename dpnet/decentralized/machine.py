@@ -17,7 +17,13 @@ import numpy as np
 from dp_accounting import dp_event
 
 from dpnet.decentralized import boundary
-from dpnet.decentralized.admm import ADMMConfig, MachineResult, ProgressRecord, run_machine
+from dpnet.decentralized.admm import (
+    ADMMConfig,
+    LoopState,
+    MachineResult,
+    ProgressRecord,
+    run_machine,
+)
 from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
 from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss, local_objective
 from dpnet.penalties.group import groups_from_labels
@@ -77,14 +83,49 @@ def run_private_machine(
     on_progress: Callable[[ProgressRecord], None] | None = None,
 ) -> MachineOutcome:
     """Randomized response on this machine's labels (its ``rng``), then the ADMM rounds."""
-    shard, event, label_oracle = boundary.cross_boundary(
+    crossing = boundary.cross_boundary(
         raw, keep_prob, rng, f"machine {comm.rank}", keep_oracle=keep_oracle
     )
     del raw  # nothing below may read the raw labels
+    return fit_private_shard(
+        comm,
+        *crossing,
+        keep_prob=keep_prob,
+        loss=loss,
+        admm=admm,
+        graph=graph,
+        on_progress=on_progress,
+    )
+
+
+def fit_private_shard(
+    comm: Any,
+    shard: PrivateShard,
+    event: dp_event.DpEvent,
+    label_oracle: LabelOracle | None,
+    *,
+    keep_prob: float,
+    loss: str,
+    admm: ADMMConfig,
+    graph: nx.Graph,
+    on_progress: Callable[[ProgressRecord], None] | None = None,
+    start_state: LoopState | None = None,
+    on_round: Callable[[LoopState], None] | None = None,
+) -> MachineOutcome:
+    """The ADMM rounds on a machine's randomized shard (``start_state``: continue a run)."""
     data, groups = local_problem(
         shard, lam=admm.lam, loss=loss, keep_prob=keep_prob, n_machines=comm.size
     )
-    result = run_machine(comm, data, groups, admm, graph, on_progress if comm.rank == 0 else None)
+    result = run_machine(
+        comm,
+        data,
+        groups,
+        admm,
+        graph,
+        on_progress if comm.rank == 0 else None,
+        start_state=start_state,
+        on_round=on_round,
+    )
     oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
     return MachineOutcome(MachineRelease(result, event), oracle)
 

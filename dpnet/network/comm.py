@@ -80,6 +80,13 @@ class TrafficStats:
         self.messages_sent += degree
         self.bytes_sent += degree * nbytes
 
+    def restore(self, saved: dict[str, float | int]) -> None:
+        """Continue counting messages from a checkpoint's counters (times stay this
+        process's own)."""
+        self.messages_sent = int(saved["messages_sent"])
+        self.bytes_sent = int(saved["bytes_sent"])
+        self.exchanges = int(saved["exchanges"])
+
     def as_dict(self) -> dict[str, float | int]:
         return {
             "messages_sent": self.messages_sent,

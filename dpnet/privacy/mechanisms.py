@@ -309,16 +309,22 @@ def randomized_response(
     is a multiple of 2^-53, so this is p itself: no sampler slack beyond the assumption that
     the bit generator's output is uniform; 2(1 - p) is exact in floating point too.
     """
-    eps = epsilon_from_keep_prob(keep_prob)
+    epsilon_from_keep_prob(keep_prob)  # validates p
     _check_rng(rng)
     y = np.asarray(labels)
     if y.ndim != 1 or not np.all((y == 1) | (y == -1)):
         raise PrivacyError("randomized_response needs a 1-d array of labels in {-1, +1}")
     flip = rng.random(y.shape[0]) >= keep_prob
     noisy = np.where(flip, -y, y).astype(y.dtype, copy=False)
-    if math.isinf(eps):
-        return noisy, dp_event.NonPrivateDpEvent()
-    return noisy, dp_event.RandomizedResponseDpEvent(
+    return noisy, randomized_response_event(keep_prob)
+
+
+def randomized_response_event(keep_prob: float) -> dp_event.DpEvent:
+    """The event of :func:`randomized_response` with keep probability p (also for a run that
+    resumes from labels randomized before: the same release, recorded again, not a new one)."""
+    if math.isinf(epsilon_from_keep_prob(keep_prob)):
+        return dp_event.NonPrivateDpEvent()
+    return dp_event.RandomizedResponseDpEvent(
         noise_parameter=2.0 * (1.0 - float(keep_prob)), num_buckets=2
     )
 

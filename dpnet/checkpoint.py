@@ -1,0 +1,202 @@
+"""Checkpoints of one machine's state, and resuming from them (``--checkpoint``, ``--resume``).
+
+Every ``every`` rounds each machine writes ``DIR/machine-<rank>/round-<t>.npz`` atomically
+(a temporary file, then a rename; mode 0600) holding what it needs to continue bitwise: the
+round loop's :class:`~dpnet.decentralized.admm.LoopState` (iterates, both dual copies, c, the
+termination waves, the history), its randomized labels, its traffic counters and its random
+stream's state. Nothing of another machine, and never its raw labels: a resumed machine uses
+the labels it randomized before, so resuming is not a second release. The file also holds
+SHA-256 fingerprints of the machine's graph, settings and data (features and raw labels), to
+refuse a checkpoint of another run; it is as sensitive as the machine's data and stays with it.
+
+The two latest checkpoints are kept: a machine killed while writing round t leaves round
+t - every intact, and a resumed run starts from the latest round that every machine has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from dpnet.decentralized.admm import LoopState, ProgressRecord
+from dpnet.decentralized.boundary import RawShard
+from dpnet.errors import DpnetError
+
+FORMAT_VERSION = 1
+KEEP = 2
+_ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in")
+
+
+class CheckpointError(DpnetError):
+    """A checkpoint is missing, corrupt, or from another graph, data set or settings."""
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What a machine continues from: its loop state, randomized labels, counters, stream."""
+
+    state: LoopState
+    y_randomized: np.ndarray
+    traffic: dict[str, float | int]
+    rng_state: dict[str, Any]
+
+
+def _sha256(*parts: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def fingerprints(
+    rank: int, graph: nx.Graph, settings: dict[str, Any], raw: RawShard
+) -> dict[str, str]:
+    """What a checkpoint must match to be resumed: the graph, the settings, the machine's data."""
+    edges = sorted(tuple(sorted((int(u), int(v)))) for u, v in graph.edges)
+    arrays = (raw.X, raw.y_raw, raw.group_labels, raw.group_weights)
+    return {
+        "machine": str(rank),
+        "graph": _sha256(json.dumps([graph.number_of_nodes(), edges]).encode()),
+        "settings": _sha256(json.dumps(settings, sort_keys=True).encode()),
+        "data": _sha256(
+            str(raw.n_total).encode(),
+            *(np.ascontiguousarray(a, dtype=np.float64).tobytes() for a in arrays),
+        ),
+    }
+
+
+def machine_dir(directory: str | Path, rank: int) -> Path:
+    return Path(directory) / f"machine-{rank}"
+
+
+def available_rounds(directory: str | Path, rank: int) -> list[int]:
+    """Rounds machine ``rank`` has a checkpoint of in ``directory`` (ascending)."""
+    found = []
+    for path in machine_dir(directory, rank).glob("round-*.npz"):
+        try:
+            found.append(int(path.stem.removeprefix("round-")))
+        except ValueError:
+            continue
+    return sorted(found)
+
+
+def common_round(rounds_per_machine: list[list[int]], directory: str | Path) -> int:
+    """The latest round every machine has a checkpoint of (CheckpointError if there is none)."""
+    for rank, rounds in enumerate(rounds_per_machine):
+        if not rounds:
+            raise CheckpointError(f"--resume {directory}: machine {rank} has no checkpoint there")
+    common = set.intersection(*(set(r) for r in rounds_per_machine))
+    if not common:
+        raise CheckpointError(
+            f"--resume {directory}: no round that every machine has a checkpoint of"
+        )
+    return max(common)
+
+
+class Checkpointer:
+    """``on_round`` hook of the round loop: writes the state every ``every`` rounds."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        rank: int,
+        every: int,
+        prints: dict[str, str],
+        y_randomized: np.ndarray,
+        traffic: Callable[[], dict[str, float | int]],
+        rng_state: dict[str, Any],
+    ) -> None:
+        self.dir = machine_dir(directory, rank)
+        self.every = every
+        self.prints = prints
+        self.y_randomized = y_randomized
+        self.traffic = traffic
+        self.rng_state = rng_state
+
+    def __call__(self, state: LoopState) -> None:
+        if state.round % self.every == 0:
+            self.write(state)
+
+    def write(self, state: LoopState) -> Path:
+        meta = {
+            "format": FORMAT_VERSION,
+            "fingerprints": self.prints,
+            "round": state.round,
+            "c": state.c,
+            "n_adapted": state.n_adapted,
+            "traffic": self.traffic(),
+            "rng_state": self.rng_state,
+        }
+        arrays = {name: getattr(state, name) for name in _ARRAYS}
+        arrays |= {f"aggregator_{k}": v for k, v in state.aggregator.items()}
+        history = np.array([list(asdict(r).values()) for r in state.history], dtype=np.float64)
+        arrays["history"] = history.reshape(-1, 4)
+        arrays["y_randomized"] = self.y_randomized
+        arrays["meta"] = np.array(json.dumps(meta))
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        target = self.dir / f"round-{state.round:010d}.npz"
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".round-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, **arrays)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        for old in available_rounds(self.dir.parent, int(self.prints["machine"]))[:-KEEP]:
+            (self.dir / f"round-{old:010d}.npz").unlink(missing_ok=True)
+        return target
+
+
+def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) -> Resumed:
+    """Machine ``rank``'s checkpoint of ``round_``, refused unless it matches ``prints``."""
+    path = machine_dir(directory, rank) / f"round-{round_:010d}.npz"
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            arrays = {k: stored[k] for k in stored.files}
+        meta = json.loads(str(arrays.pop("meta")))
+        if meta.get("format") != FORMAT_VERSION:
+            raise CheckpointError(f"{path}: format {meta.get('format')}, not {FORMAT_VERSION}")
+        for what, value in prints.items():
+            if meta["fingerprints"].get(what) != value:
+                raise CheckpointError(
+                    f"{path} is a checkpoint of another {what} than this run's: "
+                    f"resume with the same graph, data and settings"
+                )
+        aggregator = {
+            k.removeprefix("aggregator_"): v
+            for k, v in arrays.items()
+            if k.startswith("aggregator_")
+        }
+        history = [
+            ProgressRecord(int(r[0]), float(r[1]), float(r[2]), float(r[3]))
+            for r in arrays["history"]
+        ]
+        state = LoopState(
+            int(meta["round"]),
+            *(arrays[name] for name in _ARRAYS),
+            float(meta["c"]),
+            int(meta["n_adapted"]),
+            aggregator,
+            history,
+        )
+        return Resumed(state, arrays["y_randomized"], meta["traffic"], meta["rng_state"])
+    except CheckpointError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(
+            f"machine {rank}: checkpoint {path} cannot be read ({type(exc).__name__}: {exc})"
+        ) from None

@@ -1,0 +1,210 @@
+"""Checkpoint and resume: a run killed at any round and resumed ends bitwise equal to the
+uninterrupted run; checkpoints hold a machine's own state only; other runs' are refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.launch import run_job
+
+COMMON = ["--seed", "7", "--n-samples", "600", "--n-test", "200", "--tol", "1e-14", "--quiet"]
+ROUNDS = ["--max-rounds", "90"]
+# what must not change when a run is resumed (times do: they are each process's own)
+SAME = ("coef", "intercept", "rounds", "stop_reason", "objective", "history", "test_accuracy")
+
+
+def _job(tmp_path: Path, name: str, *extra: str, n_ranks: int | None = None, env=None):  # noqa: ANN001, ANN202
+    out = tmp_path / f"{name}.json"
+    args = [*COMMON, *extra, "--output", str(out)]
+    if n_ranks is None:
+        args += ["--machines", "5"]
+    done = run_job(args, n_ranks=n_ranks, timeout=120, env=env)
+    report = json.loads(out.read_text()) if out.exists() else None
+    return done, report
+
+
+def _assert_same_run(a: dict, b: dict) -> None:
+    for key in SAME:
+        assert a[key] == b[key], key
+    for ma, mb in zip(a["machines"], b["machines"], strict=True):
+        for key in ("rounds", "messages_sent", "bytes_sent", "exchanges"):
+            assert ma[key] == mb[key], key
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    done, report = _job(tmp_path_factory.mktemp("full"), "full", *ROUNDS)
+    assert done.returncode == 0, done.stderr
+    assert report["rounds"] == 90  # the tolerance is out of reach: every round is run
+    return report
+
+
+@pytest.mark.parametrize("crash_round", [1, 23, 60, 89])
+def test_crash_then_resume_equals_the_uninterrupted_run(
+    tmp_path: Path, uninterrupted: dict, crash_round: int
+) -> None:
+    ck = str(tmp_path / "ck")
+    crash = {"DPNET_FAIL_AT": f"3:{crash_round}"}
+    done, report = _job(
+        tmp_path, "crashed", *ROUNDS, "--checkpoint", ck, "--checkpoint-every", "10", env=crash
+    )
+    assert done.returncode == 1 and report is None
+    if crash_round <= 10:  # crashed before the first checkpoint: nothing to resume from
+        again, _ = _job(tmp_path, "resumed", *ROUNDS, "--resume", ck)
+        assert again.returncode == 2 and "has no checkpoint" in again.stderr
+        return
+    again, resumed = _job(tmp_path, "resumed", *ROUNDS, "--checkpoint", ck, "--resume", ck)
+    assert again.returncode == 0, again.stderr
+    assert resumed["resumed_from_round"] == (crash_round - 1) // 10 * 10
+    _assert_same_run(resumed, uninterrupted)
+
+
+def test_resume_uses_the_latest_round_every_machine_has(
+    tmp_path: Path, uninterrupted: dict
+) -> None:
+    ck = tmp_path / "ck"
+    done, _ = _job(
+        tmp_path, "part", "--max-rounds", "50", "--checkpoint", str(ck), "--checkpoint-every", "20"
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (ck / "machine-2").iterdir()) == [
+        "round-0000000020.npz",
+        "round-0000000040.npz",
+    ]
+    (ck / "machine-2" / "round-0000000040.npz").unlink()  # killed while writing round 40
+    again, resumed = _job(tmp_path, "resumed", *ROUNDS, "--resume", str(ck))
+    assert again.returncode == 0, again.stderr
+    assert resumed["resumed_from_round"] == 20
+    _assert_same_run(resumed, uninterrupted)
+
+
+def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    done, _ = _job(
+        tmp_path,
+        "part",
+        "--max-rounds",
+        "20",
+        "--checkpoint",
+        str(ck),
+        "--checkpoint-every",
+        "20",
+        "--epsilon",
+        "1",
+    )
+    assert done.returncode == 0, done.stderr
+    path = ck / "machine-1" / "round-0000000020.npz"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    with np.load(path, allow_pickle=False) as stored:
+        names = set(stored.files)
+        y = stored["y_randomized"]
+        theta_nbhd = stored["theta_nbhd"]
+    aggregator = {n for n in names if n.startswith("aggregator_")}
+    assert names - aggregator == {
+        "theta",
+        "z",
+        "theta_nbhd",
+        "v_out",
+        "v_in",
+        "history",
+        "y_randomized",
+        "meta",
+    }
+    assert set(np.unique(y)) <= {-1.0, 1.0} and y.shape == (120,)  # 600 rows over 5 machines
+    assert theta_nbhd.shape[0] == 1 + 2  # itself and its two paper5 neighbours, no one else
+
+
+def test_resumed_labels_are_the_stored_ones_not_a_new_draw(tmp_path: Path) -> None:
+    """Without --seed randomized response draws OS entropy: a resume that drew again would
+    release the labels twice. Two resumes from one checkpoint give the same result."""
+    rng = np.random.default_rng(0)
+    for j in range(5):
+        X = rng.standard_normal((60, 8))
+        y = np.where(X[:, 0] + 0.5 * rng.standard_normal(60) > 0, 1.0, 0.0)
+        np.savez(tmp_path / f"part-{j}.npz", X=X, y=y)
+    shards = ["--data", str(tmp_path / "part-{rank}.npz"), "--epsilon", "1", "--quiet"]
+    ck = tmp_path / "ck"
+    first = run_job(
+        [*shards, "--max-rounds", "30", "--checkpoint", str(ck), "--checkpoint-every", "10"]
+    )
+    assert first.returncode == 0, first.stderr
+    reports = []
+    for name in ("a", "b"):
+        copy = tmp_path / f"ck-{name}"
+        shutil.copytree(ck, copy)
+        out = tmp_path / f"{name}.json"
+        done = run_job([*shards, "--max-rounds", "60", "--resume", str(copy), "--output", str(out)])
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(out.read_text()))
+    assert reports[0]["coef"] == reports[1]["coef"]
+    assert reports[0]["resumed_from_round"] == 30
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (["--lam", "0.2"], "another settings"),
+        (["--topology", "ring"], "another graph"),
+        (["--n-samples", "605"], "another data"),
+        (["--epsilon", "2"], "another settings"),
+    ],
+)
+def test_a_checkpoint_of_another_run_is_refused(
+    tmp_path: Path, change: list[str], message: str
+) -> None:
+    ck = str(tmp_path / "ck")
+    done, _ = _job(
+        tmp_path, "part", "--max-rounds", "20", "--checkpoint", ck, "--checkpoint-every", "10"
+    )
+    assert done.returncode == 0, done.stderr
+    again, report = _job(tmp_path, "other", "--max-rounds", "40", "--resume", ck, *change)
+    assert again.returncode == 2 and report is None
+    assert message in again.stderr and "round-0000000020.npz" in again.stderr
+
+
+def test_a_corrupt_checkpoint_is_refused(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    done, _ = _job(
+        tmp_path, "part", "--max-rounds", "20", "--checkpoint", str(ck), "--checkpoint-every", "20"
+    )
+    assert done.returncode == 0, done.stderr
+    path = ck / "machine-4" / "round-0000000020.npz"
+    path.write_bytes(path.read_bytes()[:200])
+    again, _ = _job(tmp_path, "other", "--max-rounds", "40", "--resume", str(ck))
+    assert again.returncode == 2
+    assert "machine 4: checkpoint" in again.stderr and "cannot be read" in again.stderr
+
+
+def test_checkpoints_of_rank0_split_data_need_a_seed(tmp_path: Path) -> None:
+    done = run_job(["--quiet", "--checkpoint", str(tmp_path / "ck")])
+    assert done.returncode == 2 and "need --seed" in done.stderr
+
+
+@pytest.mark.mpi_launch
+def test_mpi_crash_then_resume_equals_the_uninterrupted_run(
+    tmp_path: Path, uninterrupted: dict
+) -> None:
+    ck = str(tmp_path / "ck")
+    crash = {"DPNET_FAIL_AT": "1:47"}
+    done, _ = _job(
+        tmp_path,
+        "crashed",
+        *ROUNDS,
+        "--checkpoint",
+        ck,
+        "--checkpoint-every",
+        "15",
+        n_ranks=5,
+        env=crash,
+    )
+    assert done.returncode != 0
+    again, resumed = _job(tmp_path, "resumed", *ROUNDS, "--resume", ck, n_ranks=5)
+    assert again.returncode == 0, again.stderr
+    assert resumed["resumed_from_round"] == 45 and resumed["backend"] == "mpi"
+    _assert_same_run(resumed, uninterrupted)  # the in-process run: the backends agree bitwise
