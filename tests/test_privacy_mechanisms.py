@@ -12,7 +12,7 @@ from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 from scipy import special, stats
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy import compose
+from dpnet.privacy import compose, pld
 from dpnet.privacy import mechanisms as m
 from dpnet.privacy.events import PureDpEvent
 
@@ -81,8 +81,8 @@ def test_discrete_laplace_delta_exceeds_the_continuous_laplace_delta(monkeypatch
             for a, b in ((lp, lq), (lq, lp))
         )
 
-    laplace_pld = compose.event_pld(dp_event.LaplaceDpEvent(noise_multiplier=1.0 / eps))
-    recorded_pld = compose.event_pld(event)
+    laplace_pld = pld.event_pld(dp_event.LaplaceDpEvent(noise_multiplier=1.0 / eps))
+    recorded_pld = pld.event_pld(event)
     exceeded = []
     for e in (0.0, 0.5, 0.9, 0.99, 0.999):
         d = delta_discrete(e)

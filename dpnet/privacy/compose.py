@@ -1,4 +1,5 @@
-"""Per-event privacy costs: pure epsilon, RDP curve and PLD of a dp-accounting DpEvent.
+"""Per-event privacy costs: pure epsilon and RDP curve of a dp-accounting DpEvent (PLDs:
+:mod:`dpnet.privacy.pld`).
 
 Supported events: NoOp, NonPrivate, Gaussian, Laplace (scalar), RandomizedResponse,
 dpnet's PureDpEvent, PoissonSampled(Gaussian), SampledWithoutReplacement(Gaussian),
@@ -14,16 +15,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from dp_accounting import dp_event, privacy_accountant
-from dp_accounting.pld import common as pld_common
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting import dp_event
 from scipy import special
 
 from dpnet.errors import PrivacyError
 from dpnet.privacy import rdp as rdp_lib
 from dpnet.privacy.events import PureDpEvent
 
-PLD = pld_lib.PrivacyLossDistribution
 _SAMPLED = (dp_event.PoissonSampledDpEvent, dp_event.SampledWithoutReplacementDpEvent)
 
 
@@ -159,53 +157,3 @@ def event_rdp(event: dp_event.DpEvent, orders: np.ndarray) -> np.ndarray:
     if isinstance(event, dp_event.ComposedDpEvent):
         return sum((event_rdp(e, orders) for e in event.events), np.zeros_like(orders))
     raise _unsupported(event)
-
-
-def event_pld(event: dp_event.DpEvent) -> PLD | None:
-    """Pessimistic PLD of an event; None if there is no PLD for it (fixed-size sampling) or
-    it is not private (NonPrivate)."""
-    dx = rdp_lib.PLD_DISCRETIZATION
-    if isinstance(event, dp_event.NoOpDpEvent):
-        return pld_lib.identity(value_discretization_interval=dx)
-    if isinstance(event, dp_event.GaussianDpEvent):
-        return pld_lib.from_gaussian_mechanism(
-            _gaussian_multiplier(event), value_discretization_interval=dx
-        )
-    if isinstance(event, dp_event.PoissonSampledDpEvent):
-        return pld_lib.from_gaussian_mechanism(
-            _gaussian_multiplier(event.event),
-            sampling_prob=event.sampling_probability,
-            value_discretization_interval=dx,
-        )
-    if isinstance(event, dp_event.LaplaceDpEvent) and event.noise_multiplier > 0:
-        return pld_lib.from_laplace_mechanism(
-            event.noise_multiplier, value_discretization_interval=dx
-        )
-    if isinstance(event, dp_event.RandomizedResponseDpEvent) and event.noise_parameter > 0:
-        return pld_lib.from_randomized_response(
-            event.noise_parameter,
-            event.num_buckets,
-            value_discretization_interval=dx,
-            neighboring_relation=privacy_accountant.NeighboringRelation.REPLACE_ONE,
-        )
-    if isinstance(event, PureDpEvent):
-        return pld_lib.from_privacy_parameters(
-            pld_common.DifferentialPrivacyParameters(float(event.epsilon), 0.0),
-            value_discretization_interval=dx,
-        )
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        inner = event_pld(event.event)
-        return None if inner is None else inner.self_compose(int(event.count))
-    if isinstance(event, dp_event.ComposedDpEvent):
-        return compose_plds([event_pld(e) for e in event.events])
-    return None
-
-
-def compose_plds(plds: list[PLD | None]) -> PLD | None:
-    """Compose PLDs; None if any is None."""
-    if any(p is None for p in plds):
-        return None
-    out = pld_lib.identity(value_discretization_interval=rdp_lib.PLD_DISCRETIZATION)
-    for p in plds:
-        out = out.compose(p)
-    return out

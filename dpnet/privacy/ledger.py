@@ -2,7 +2,7 @@
 
 Composition (all releases must share one neighbouring relation):
 - releases on the same data compose sequentially (epsilons add; RDP curves add; PLDs
-  convolve);
+  convolve, within :mod:`dpnet.privacy.pld`'s time and memory budget);
 - machine j's releases touch only its own disjoint shard, so a person in shard j is exposed
   to the central releases plus machine j's (parallel composition, McSherry 2009): the run's
   guarantee is the worst machine, max_j cost(central + machine j).
@@ -19,6 +19,7 @@ from dp_accounting import dp_event
 
 from dpnet.errors import PrivacyError
 from dpnet.privacy import compose
+from dpnet.privacy.pld import pld_accounting
 from dpnet.privacy.rdp import CONVERSIONS, DEFAULT_ORDERS, rdp_to_epsilon
 
 _RELATIONS = {
@@ -185,9 +186,11 @@ class PrivacyLedger:
     def accounting(
         self, delta: float | None = None, conversion: str = "improved", with_pld: bool = True
     ) -> dict[str, Any]:
-        """epsilon, best order, conversion and PLD epsilon of the run at ``delta``.
+        """epsilon, best order, conversion, PLD epsilon and PLD note of the run at ``delta``.
 
         epsilon is the RDP epsilon or, if smaller, the pure epsilon (best_order None then).
+        pld_epsilon is None when some group has no PLD or its PLD was skipped (pld_note says
+        why; it also names a coarsened grid).
         """
         d = self.delta if delta is None else float(delta)
         if d is None:
@@ -196,6 +199,7 @@ class PrivacyLedger:
             raise PrivacyError(f"conversion must be 'improved' or 'classic', got {conversion!r}")
         worst: tuple[float, float | None] = (0.0, None)
         pld_worst: float | None = 0.0
+        notes: list[str] = []
         for group in self._groups():
             eps, order = self._rdp_epsilon(group, d, conversion)
             pure = sum(r.pure_epsilon for r in group)
@@ -203,13 +207,17 @@ class PrivacyLedger:
             if cand[0] >= worst[0]:
                 worst = cand
             if with_pld and pld_worst is not None:
-                pld_worst = _group_pld_epsilon(group, d, pld_worst)
+                pld = _group_pld(group, d)
+                notes += [pld["pld_note"]] if pld["pld_note"] else []
+                eps_pld = pld["pld_epsilon"]
+                pld_worst = None if eps_pld is None else max(pld_worst, eps_pld)
         return {
             "delta": d,
             "epsilon": worst[0],
             "best_order": worst[1],
             "conversion": conversion,
             "pld_epsilon": pld_worst if with_pld else None,
+            "pld_note": "; ".join(dict.fromkeys(notes)) if with_pld else "not computed",
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -265,13 +273,11 @@ def _has_rr(event: dp_event.DpEvent) -> bool:
     return False
 
 
-def _group_pld_epsilon(group: list[Release], delta: float, worst: float) -> float | None:
+def _group_pld(group: list[Release], delta: float) -> dict[str, Any]:
+    """pld_accounting of the group's releases composed (inf if one is not private)."""
     if any(math.isinf(r.pure_epsilon) and _non_private(r.event) for r in group):
-        return math.inf
-    pld = compose.compose_plds([compose.event_pld(r.event) for r in group])
-    if pld is None:
-        return None
-    return max(worst, float(pld.get_epsilon_for_delta(delta)))
+        return {"pld_epsilon": math.inf, "pld_note": ""}
+    return pld_accounting(dp_event.ComposedDpEvent([r.event for r in group]), delta)
 
 
 def _non_private(event: dp_event.DpEvent) -> bool:

@@ -17,7 +17,8 @@ Zhang 2019, "Renyi DP of the sampled Gaussian mechanism", Thm 4/5).
   |C(alpha-1, I)| (c0_{I+1} + c1_{I+1}). With a floating-point allowance the result is an
   upper bound, equal to the exact value up to ~1e-10 relative when the series converges.
 Fixed-size sampling without replacement (replace-one): Wang, Balle & Kasiviswanathan 2019,
-Thm 27, with Cor. 10 interpolation at fractional orders, as implemented in dp-accounting.
+Thm 27, with Cor. 10 interpolation at fractional orders: dp-accounting's public RDP accountant
+(:mod:`dpnet.privacy.fixed_size`). PLD epsilons come from :mod:`dpnet.privacy.pld`.
 """
 
 from __future__ import annotations
@@ -27,14 +28,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from dp_accounting import dp_event
-from dp_accounting.pld import common as pld_common
-from dp_accounting.pld import pld_privacy_accountant
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from dp_accounting.pld import privacy_loss_mechanism as pld_mech
-from dp_accounting.rdp import rdp_privacy_accountant as _dpa_rdp
+from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from scipy import optimize, special
 
 from dpnet.errors import PrivacyError
+from dpnet.privacy import fixed_size
+from dpnet.privacy.pld import PLD_MAX_POINTS, pld_accounting
 
 DEFAULT_ORDERS: np.ndarray = np.unique(
     np.round(
@@ -54,14 +53,6 @@ DEFAULT_ORDERS: np.ndarray = np.unique(
 
 SAMPLING_SCHEMES = ("poisson", "fixed")
 CONVERSIONS = ("improved", "classic")
-PLD_DISCRETIZATION = 1e-4
-PLD_MAX_DISCRETIZATION = 1e-2
-"""The CLI's and :func:`epsilon_for`'s PLD coarsens its grid up to this interval to fit."""
-PLD_MAX_POINTS = 1 << 20
-"""Largest PLD support (grid points per PMF) built: ~64 bytes a point at peak, ~1 s per 1e6."""
-PLD_MAX_STEPS = 10**6
-"""No FFT self-composition beyond this: x**steps amplifies the FFT's rounding ~steps times."""
-_PLD_TAIL = 1e-15  # dp-accounting's tail_mass_truncation of self_compose
 SIGMA_RANGE = (1e-12, 1e8)
 """Noise multipliers accepted: outside, the series (and dp-accounting) overflow."""
 MAX_COUNT = 10**15
@@ -201,14 +192,15 @@ def rdp_fixed_size_gaussian(
     """RDP upper bound of one Gaussian step on a uniformly drawn batch of fixed size (replace-one).
 
     noise_multiplier is relative to the replace-one sensitivity (2C for a sum clipped to C).
-    Wang, Balle & Kasiviswanathan 2019 Thm 27 (Cor. 10 at fractional orders), dp-accounting 0.6.
+    Wang, Balle & Kasiviswanathan 2019 Thm 27 (Cor. 10 at fractional orders), computed by
+    dp-accounting's public ``RdpAccountant`` (:mod:`dpnet.privacy.fixed_size`).
     """
     n, batch_size = _check_count(n, "n"), _check_count(batch_size, "batch_size")
     if not batch_size <= n:
         raise PrivacyError(f"need integers 1 <= batch_size <= n, got {batch_size} and {n}")
     _, s = _check_q_sigma(batch_size / n, noise_multiplier)
     a = _check_orders(orders)
-    return np.asarray(_dpa_rdp._compute_rdp_sample_wor_gaussian(batch_size / n, s, a), float)
+    return fixed_size.rdp_fixed_size_gaussian(batch_size, n, s, a)
 
 
 def rdp_to_epsilon(
@@ -279,55 +271,31 @@ def fixed_batch_size(q: float, n: int | None) -> int:
 
 
 def _rdp_steps(
-    sampling: str, q: float, s: float, steps: int, n: int | None, orders: np.ndarray
+    sampling: str,
+    q: float,
+    s: float,
+    steps: int,
+    n: int | None,
+    orders: np.ndarray,
+    fast: bool = False,
 ) -> np.ndarray:
+    """RDP of ``steps`` steps; ``fast``: fixed-size batches by the shared-difference copy of
+    the accountant's bound (steers calibration only, :mod:`dpnet.privacy.fixed_size`)."""
     if sampling == "poisson":
         return steps * rdp_poisson_gaussian(q, s, orders)
+    if sampling == "fixed" and fast and q < 1.0:
+        return steps * fixed_size.fast_rdp_fixed_size_gaussian(q, s, orders)
     if sampling == "fixed":
         return steps * rdp_fixed_size_gaussian(fixed_batch_size(q, n), int(n), s, orders)
     raise PrivacyError(f"sampling must be 'poisson' or 'fixed', got {sampling!r}")
 
 
 def pld_epsilon(event: dp_event.DpEvent, delta: float) -> float | None:
-    """epsilon from dp-accounting's PLD accountant (add/remove), None if it has no PLD for it.
-
-    No size budget: for ``steps`` subsampled Gaussian steps use :func:`poisson_pld_epsilon`.
-    """
-    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
-    if not acc.supports(event):
+    """Pessimistic PLD epsilon of ``event`` (add/remove), within :mod:`dpnet.privacy.pld`'s
+    budget; None if dp-accounting's PLDAccountant has no PLD for it or the budget skipped it."""
+    if not PLDAccountant().supports(event):
         return None
-    acc.compose(event)
-    return float(acc.get_epsilon(delta))
-
-
-def _dense_pmfs(pld: pld_lib.PrivacyLossDistribution) -> list:
-    """The remove PMF (and the add PMF when asymmetric) of a dp-accounting PLD, as dense PMFs."""
-    pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
-    return [p.to_dense_pmf() for p in pmfs]
-
-
-def _composed_points(pmfs: list, steps: int) -> float:
-    """Grid points dp-accounting's dense self_compose allocates (its own Chernoff bounds)."""
-    if steps == 1:
-        return float(max(p.size for p in pmfs))
-    sizes = []
-    for p in pmfs:
-        lo, hi = pld_common.compute_self_convolve_bounds(p._probs, steps, _PLD_TAIL)
-        sizes.append(max(float(hi) - float(lo) + 1.0, p.size))
-    return max(sizes)
-
-
-def _single_step_width(q: float, s: float) -> float:
-    """Width of the single-step privacy-loss support dp-accounting discretises (both PMFs)."""
-    adjacency = [pld_mech.AdjacencyType.REMOVE]
-    if q < 1.0:
-        adjacency.append(pld_mech.AdjacencyType.ADD)
-    width = 0.0
-    for adj in adjacency:
-        b = pld_mech.GaussianPrivacyLoss(s, sampling_prob=q, adjacency_type=adj)
-        b = b.connect_dots_bounds()
-        width = max(width, float(b.epsilon_upper) - float(b.epsilon_lower))
-    return width
+    return pld_accounting(event, delta)["pld_epsilon"]
 
 
 def poisson_pld_epsilon(
@@ -339,72 +307,12 @@ def poisson_pld_epsilon(
 ) -> dict:
     """Pessimistic PLD epsilon of ``steps`` Poisson-subsampled Gaussian steps, within a budget.
 
-    Sizes are decided before the expensive part: the single-step loss range (closed form) and
-    dp-accounting's own composed-support bound on a coarse probe PLD give the grid points at
-    discretisation 1e-4; above ``max_points`` the grid is coarsened (a pessimistic PLD on any
-    grid is still an upper bound) up to PLD_MAX_DISCRETIZATION, beyond that, or above
-    PLD_MAX_STEPS steps, it is skipped. Returns {"pld_epsilon": float | None,
+    The budget rule (grid coarsened from 1e-4 up to 1e-2 to fit ``max_points``, or skipped with
+    the reason) is :mod:`dpnet.privacy.pld`'s. Returns {"pld_epsilon": float | None,
     "pld_discretization": float | None, "pld_note": str} (note: "" or why skipped/coarsened).
     """
-    q, s = _check_q_sigma(q, noise_multiplier)
-    steps = _check_count(steps, "steps")
-    if not 0.0 < float(delta) < 1.0:
-        raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
-    dx = PLD_DISCRETIZATION
-
-    def skipped(why: str) -> dict:
-        return {"pld_epsilon": None, "pld_discretization": None, "pld_note": f"skipped: {why}"}
-
-    if q == 0.0:
-        return {"pld_epsilon": 0.0, "pld_discretization": dx, "pld_note": ""}
-    if steps > PLD_MAX_STEPS:
-        return skipped(
-            f"more than {PLD_MAX_STEPS:.0e} steps (the FFT composition's rounding error "
-            "grows with the number of steps)"
-        )
-    try:
-        with np.errstate(all="ignore"):
-            width = _single_step_width(q, s)
-            probe_dx = max(dx, width / 2048.0)
-            probe = _from_gaussian(q, s, probe_dx)
-            need = max(_composed_points(_dense_pmfs(probe), steps) * probe_dx, width) / dx
-            need = need * 1.25 + 16.0  # L * dx grows slowly as dx shrinks: margin, then retry
-            if math.isfinite(need) and need > max_points:
-                dx = dx * need / max_points
-            for _ in range(3):
-                if not (math.isfinite(need) and dx <= PLD_MAX_DISCRETIZATION):
-                    mb = need * 64 / 2**20
-                    return skipped(
-                        f"would need ~{need:.3g} grid points (~{mb:.3g} MB) at discretisation "
-                        f"{PLD_DISCRETIZATION:g}, more than {max_points} even at "
-                        f"{PLD_MAX_DISCRETIZATION:g} (too fine a discretisation)"
-                    )
-                pmfs = _dense_pmfs(_from_gaussian(q, s, dx))
-                points = _composed_points(pmfs, steps)
-                if points <= max_points:
-                    break
-                need, dx = points * dx / PLD_DISCRETIZATION, dx * 1.1 * points / max_points
-            else:
-                return skipped(f"would need {points:.3g} grid points, more than {max_points}")
-            if steps > 1:
-                pmfs = [p.self_compose(steps, _PLD_TAIL) for p in pmfs]
-            eps = float(pld_lib.PrivacyLossDistribution(*pmfs).get_epsilon_for_delta(delta))
-        if math.isnan(eps):
-            return skipped("dp-accounting returned NaN")
-    except (ArithmeticError, ValueError, AttributeError) as exc:  # overflow at extremes; the
-        # PMF internals read here (_pmf_remove, _probs) are those of dp-accounting 0.6
-        return skipped(f"dp-accounting cannot build this PLD ({type(exc).__name__}: {exc})")
-    note = (
-        ""
-        if dx == PLD_DISCRETIZATION
-        else f"discretisation {dx:.3g}: coarser, still an upper bound"
-    )
-    return {"pld_epsilon": eps, "pld_discretization": dx, "pld_note": note}
-
-
-def _from_gaussian(q: float, s: float, dx: float) -> pld_lib.PrivacyLossDistribution:
-    """dp-accounting's pessimistic (connect-the-dots) PLD of one Poisson-subsampled step."""
-    return pld_lib.from_gaussian_mechanism(s, sampling_prob=q, value_discretization_interval=dx)
+    event = sampled_gaussian_event("poisson", q=q, noise_multiplier=noise_multiplier, steps=steps)
+    return pld_accounting(event, delta, max_points)
 
 
 def epsilon_for(
@@ -470,6 +378,9 @@ def calibrate_noise_multiplier(
     Refused (PrivacyError) when sigma = 1e6 does not reach the target; a sigma < 1e-3 is
     returned as soon as one reaches it. Per-order roots by Brent's method on ln sigma (each
     order's epsilon is non-increasing in sigma), so the few full-grid evaluations stay cheap.
+    The one calibration routine of dpnet: fixed-size batches are searched on the fast copy of
+    the accountant's bound, and the answer is checked with the accountant itself on every
+    order (on disagreement the search is redone on the accountant).
     """
     target = float(target_epsilon)
     if not (target > 0 and math.isfinite(target)):
@@ -480,11 +391,36 @@ def calibrate_noise_multiplier(
         raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
     a = _check_orders(orders)
     sampled_gaussian_event(sampling, q=q, noise_multiplier=1.0, steps=steps, n=n)  # validate
-    steps = int(steps)
+    steps, delta = int(steps), float(delta)
+
+    def rdp_of(fast: bool) -> Callable[[float, np.ndarray], np.ndarray]:
+        return lambda s, o: _rdp_steps(sampling, q, s, steps, n, o, fast)
+
+    # Fast orders first: exact integers for Poisson, <= 32 for fixed-size batches.
+    first = a[a == np.round(a)] if sampling == "poisson" else a[a <= 32]
+    fast = sampling == "fixed" and q < 1.0
+    args = (target, delta, conversion, a, first, rtol)
+    hi = _search(rdp_of(fast), *args)
+    if fast and _eps_per_order(a, rdp_of(False)(hi, a), delta, conversion).min() > target:
+        hi = _search(rdp_of(False), *args)  # the steering copy disagreed: the accountant decides
+    return hi
+
+
+def _search(
+    rdp: Callable[[float, np.ndarray], np.ndarray],
+    target: float,
+    delta: float,
+    conversion: str,
+    a: np.ndarray,
+    first: np.ndarray,
+    rtol: float,
+) -> float:
+    """Smallest sigma (to rtol, rounded up) with min over orders a of epsilon <= target, the
+    RDP of sigma at orders o being rdp(sigma, o); ``first``: orders solved together first."""
     s_min, s_max = CALIBRATION_RANGE
 
     def eps_vec(s: float, o: np.ndarray) -> np.ndarray:  # epsilon at each order in o
-        return _eps_per_order(o, _rdp_steps(sampling, q, s, steps, n, o), float(delta), conversion)
+        return _eps_per_order(o, rdp(s, o), delta, conversion)
 
     kl_level = -math.log1p(-(delta**2)) * (1.0 - 1e-9) if conversion == "improved" else 0.0
 
@@ -494,10 +430,10 @@ def calibrate_noise_multiplier(
         apart (Brent is slow on a jump); a generic search is the fallback."""
 
         def rdp_o(s: float) -> float:
-            return float(_rdp_steps(sampling, q, s, steps, n, o)[0])
+            return float(rdp(s, o)[0])
 
         def raw(s: float) -> float:
-            return float(_raw_eps(o, np.array([rdp_o(s)]), float(delta), conversion)[0])
+            return float(_raw_eps(o, np.array([rdp_o(s)]), delta, conversion)[0])
 
         roots = []
         if raw(test) <= target:
@@ -509,13 +445,11 @@ def calibrate_noise_multiplier(
         return _solve_log(lambda s: float(eps_vec(s, o)[0]), target, s_min, test, rtol)
 
     # epsilon = min over orders of non-increasing curves, so sigma* = min over orders of each
-    # curve's own root. Fast orders first (exact integers for Poisson, <= 32 for fixed: the
-    # slow part of dp-accounting); then one evaluation of every order just below the current
-    # answer names the orders that still beat it, and the best of them is solved alone.
-    fast = a[a == np.round(a)] if sampling == "poisson" else a[a <= 32]
+    # curve's own root. The ``first`` orders together; then one evaluation of every order just
+    # below the current answer names the orders that still beat it, and the best is solved alone.
     hi, test = None, s_max
-    if 0 < fast.size < a.size and eps_vec(s_max, fast).min() <= target:
-        hi = _solve_log(lambda s: float(eps_vec(s, fast).min()), target, s_min, s_max, rtol)
+    if 0 < first.size < a.size and eps_vec(s_max, first).min() <= target:
+        hi = _solve_log(lambda s: float(eps_vec(s, first).min()), target, s_min, s_max, rtol)
         test = hi / (1.0 + rtol)
     cand = a
     while hi is None or hi >= s_min:

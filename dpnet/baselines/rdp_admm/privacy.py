@@ -9,8 +9,9 @@ Each fit is described by one dp-accounting event (``privacy_event_``):
 - full-batch model perturbation (mpADMM, DP-ADMM): T compositions of ``k`` Gaussians(z);
 - objective perturbation (ADMM-objP): T compositions of a pure-epsilon release.
 
-epsilon at the run's delta is reported from RDP (dpnet.privacy.rdp) and from PLD when the
-accountant supports the event (dp-accounting's PLD has no sampling-without-replacement event).
+Calibration and accounting are dpnet.privacy.rdp's: epsilon at the run's delta is reported
+from RDP and from PLD when there is one (dp-accounting's PLD has no sampling-without-replacement
+event; dpnet.privacy.pld bounds its time and memory).
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ from typing import Any
 import numpy as np
 from dp_accounting import dp_event
 
-from dpnet.baselines.rdp_admm.calibration import calibrate_fixed_size, exact_accounting
 from dpnet.baselines.rdp_admm.common import BatchSampler
 from dpnet.errors import ConfigError, PrivacyError
 from dpnet.privacy.rdp import (
+    DEFAULT_ORDERS,
     calibrate_noise_multiplier,
     epsilon_for,
-    fixed_batch_size,
     pld_epsilon,
     sampled_gaussian_event,
 )
@@ -44,27 +44,20 @@ CALIBRATION_ORDERS = np.concatenate(
 )
 """A coarse subset of the default orders for calibrating Poisson and full-batch noise: an RDP
 bound on fewer orders is still a valid (larger) epsilon, so z calibrated on it meets the
-target; the reported epsilon then uses the full default grid. Fixed-size batches use
-:func:`dpnet.baselines.rdp_admm.calibration.calibrate_fixed_size` (full grid, fast)."""
+target; the reported epsilon then uses the full default grid. Fixed-size batches are
+calibrated on the full default grid (their calibration is fast, dpnet.privacy.fixed_size)."""
 
 
 @functools.lru_cache(maxsize=512)
 def _calibrate(epsilon: float, delta: float, sampling: str, q: float, steps: int, n: int) -> float:
-    if sampling == "fixed" and q < 1.0:
-        return calibrate_fixed_size(
-            epsilon, delta, batch_size=fixed_batch_size(q, n), n=n, steps=steps
-        )
-    return calibrate_noise_multiplier(
-        epsilon, delta, sampling, q, steps, n=n, orders=CALIBRATION_ORDERS
-    )
+    orders = DEFAULT_ORDERS if sampling == "fixed" and q < 1.0 else CALIBRATION_ORDERS
+    return calibrate_noise_multiplier(epsilon, delta, sampling, q, steps, n=n, orders=orders)
 
 
 @functools.lru_cache(maxsize=512)
 def _accounting(
     sampling: str, q: float, z: float, steps: int, delta: float, n: int, with_pld: bool
 ) -> dict[str, Any]:
-    if sampling == "fixed" and q < 1.0:
-        return exact_accounting(q, z, steps, delta, n)
     return epsilon_for(sampling, q, z, steps, delta, n=n, with_pld=with_pld)
 
 
