@@ -319,7 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     # under mpiexec (even -n 1) every rank is one machine; --machines is for in-process runs
     use_mpi = config.backend == "mpi" or (config.backend == "auto" and launched)
     if use_mpi:
-        return run_mpi(config)
+        try:
+            return run_mpi(config)
+        except KeyboardInterrupt:  # mpiexec forwards Ctrl-C to every rank it can reach
+            if launcher_rank == 0:
+                print("dpnet: interrupted: nothing written", file=sys.stderr, flush=True)
+            os._exit(EXIT_INTERRUPTED)  # no MPI_Finalize: the other ranks are stopping too
     try:
         return run_inprocess(config)
     except DpnetError as exc:
