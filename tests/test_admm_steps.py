@@ -11,12 +11,12 @@ from dpnet.decentralized.admm import ADMMConfig, balance_penalty, run_machine
 from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
-    MarginLoss,
     dual_update,
     theta_update_gradient,
     theta_update_newton,
     z_update,
 )
+from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
 
@@ -64,10 +64,10 @@ def test_z_update_damped_step():
 def _local(n=80, p=6, loss=None):
     X = RNG.standard_normal((n, p))
     y = np.where(RNG.random(n) < 0.5, 1.0, -1.0)
-    return LocalData(np.hstack([X, np.ones((n, 1))]), y, 3 * n, loss or MarginLoss())
+    return LocalData(np.hstack([X, np.ones((n, 1))]), y, 3 * n, loss or Logistic())
 
 
-@pytest.mark.parametrize("loss", [MarginLoss(), MarginLoss("unbiased", 0.8)])
+@pytest.mark.parametrize("loss", [Logistic(), UnbiasedLogistic(0.8)])
 def test_theta_update_newton_matches_scipy(loss):
     data = _local(loss=loss)
     d, dim, c = 3, 7, 0.05
@@ -87,16 +87,6 @@ def test_theta_update_newton_matches_scipy(loss):
     # the gradient variant (paper's U steps) approaches the same point
     slow = theta_update_gradient(data, z_nbhd, v_in, np.zeros(dim), c, n_steps=3000, step_size=2.0)
     assert np.allclose(slow, theta, atol=1e-6)
-
-
-def test_unbiased_loss_is_unbiased_and_convex():
-    p = 0.7
-    loss = MarginLoss("unbiased", p)
-    m = np.linspace(-5, 5, 41)
-    clean = MarginLoss().value(m)
-    expected = p * loss.value(m) + (1 - p) * loss.value(-m)  # label kept w.p. p
-    assert np.allclose(expected, clean)
-    assert np.all(np.diff(loss.value(m), 2) >= -1e-12)
 
 
 def test_dual_copies_stay_equal_on_both_ends_of_an_edge():

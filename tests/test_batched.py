@@ -17,7 +17,8 @@ from dpnet.decentralized.batched import (
     run_batched,
     theta_update_newton_batched,
 )
-from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss, theta_update_newton
+from dpnet.decentralized.steps import GroupStructure, LocalData, theta_update_newton
+from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
@@ -39,7 +40,7 @@ def _problem(
     data = make_group_logistic(n, n_groups=n_groups, rng=np.random.default_rng(seed))
     parts = split_rows(n, n_mach, sizes=sizes, rng=np.random.default_rng(seed + 1))
     shards = [
-        LocalData(np.hstack([data.X[p], np.ones((len(p), 1))]), data.y[p], n, loss or MarginLoss())
+        LocalData(np.hstack([data.X[p], np.ones((len(p), 1))]), data.y[p], n, loss or Logistic())
         for p in parts
     ]
     grp_ptr, grp_indices = groups_from_labels(data.groups)
@@ -90,9 +91,7 @@ def test_batched_equals_the_round_loop(topology, n_mach):
 def test_unequal_shards_and_the_unbiased_loss_equal_the_round_loop():
     """Padded rows of zero weight; the Natarajan loss; a path (H = 3) and no adaptation."""
     graph = nx.path_graph(6)
-    _, shards, groups = _problem(
-        6, 0, sizes=[40, 75, 52, 60, 90, 45], loss=MarginLoss("unbiased", 0.9)
-    )
+    _, shards, groups = _problem(6, 0, sizes=[40, 75, 52, 60, 90, 45], loss=UnbiasedLogistic(0.9))
     config = ADMMConfig(lam=LAM, adapt_c=False, c=0.01, max_rounds=400)
     _assert_equal_runs(
         _round_loop(graph, shards, groups, config), run_batched(shards, groups, config, graph)

@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from scipy import sparse
+from sklearn.exceptions import DataConversionWarning, NotFittedError
 
 import dpnet
 from dpnet.baselines.rdp_admm import (
@@ -42,12 +44,42 @@ def test_bad_data(cls) -> None:
         est.fit(4 * X, y)
     with pytest.raises(DataError, match="NaN"):
         est.fit(np.where(X > 0.4, np.nan, X), y)
-    with pytest.raises(DataError, match="exactly two classes"):
+    with pytest.raises(DataError, match="infinity"):
+        est.fit(np.where(X > 0.4, np.inf, X), y)
+    with pytest.raises(DataError, match="Only binary classification is supported"):
         est.fit(X, np.arange(len(y)) % 3)
-    with pytest.raises(DataError, match="1-D"):
+    with pytest.raises(DataError, match="two classes, got 1 class"):
+        est.fit(X, np.full(len(y), "yes"))
+    with pytest.raises(DataError, match="Unknown label type: continuous"):
+        est.fit(X, X[:, 0])
+    with pytest.raises(DataError, match="inconsistent numbers of samples"):
         est.fit(X, y[:-1])
-    with pytest.raises(ConfigError, match="not fitted"):
+    with pytest.raises(TypeError, match="[Ss]parse"):
+        est.fit(sparse.csr_matrix(X), y)
+    with pytest.raises(NotFittedError):
         est.predict(X)
+    est.fit(X, y)
+    with pytest.raises(DataError, match="3 features"):
+        est.predict(X[:, :2])
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_labels_come_back_as_the_users_labels(cls) -> None:
+    """classes_ in the user's labels; {0, 1} and {-1, +1} are public, so a one-class y within
+    them still gets both classes (classes_ reveals nothing about the rows)."""
+    X, y = data(200)
+    kw = {"epsilon": None, "random_state": 0}
+    for labels in (("no", "yes"), (0, 1), (-1, 1), (2, 7), (False, True)):
+        yy = np.where(y > 0, labels[1], labels[0])
+        est = cls(**kw).fit(X, yy)
+        assert list(est.classes_) == list(labels) and est.n_features_in_ == 3
+        assert set(est.predict(X)) <= set(labels)
+        assert est.score(X, yy) > 0.85
+        with pytest.warns(DataConversionWarning):
+            column = cls(**kw).fit(X, yy[:, None])
+        np.testing.assert_array_equal(column.coef_, est.coef_)
+    assert list(cls(**kw).fit(X, np.zeros(len(y))).classes_) == [0.0, 1.0]
+    assert list(cls(**kw).fit(X, np.full(len(y), -1)).classes_) == [-1, 1]
 
 
 @pytest.mark.parametrize("cls", ALL)
@@ -92,7 +124,7 @@ def test_sklearn_style_api() -> None:
     same = SSADMMClassifier(1e-3, epsilon=None, n_epochs=5, eta0=8.0, rho=0.3, random_state=0)
     np.testing.assert_array_equal(same.fit(X, y).coef_, est.fit(X, y).coef_)
     assert dpnet.SSADMMClassifier is SSADMMClassifier
-    with pytest.raises(ConfigError, match="no parameter"):
+    with pytest.raises(ValueError, match="Invalid parameter 'alpha'"):
         est.set_params(alpha=1.0)
 
 

@@ -14,11 +14,11 @@ from dpnet.decentralized import admm
 from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
-    MarginLoss,
     newton_direction,
     newton_system_kind,
     theta_update_newton,
 )
+from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
 from tests.reference import group_logistic_objective, group_logistic_optimum
@@ -33,7 +33,7 @@ def _wide(
 ) -> LocalData:
     X = rng.standard_normal((n, p)) * scale
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
-    return LocalData(np.hstack([X, np.ones((n, 1))]), y, 5 * n, loss or MarginLoss())
+    return LocalData(np.hstack([X, np.ones((n, 1))]), y, 5 * n, loss or Logistic())
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -71,10 +71,10 @@ def test_woodbury_direction_solves_the_dense_system(rho):
 @pytest.mark.parametrize(
     ("loss", "scale"),
     [
-        (MarginLoss(), 1.0),
-        (MarginLoss("unbiased", 0.8), 1.0),
-        (MarginLoss(), 300.0),  # margins of hundreds: curvature underflows to 0
-        (MarginLoss("unbiased", 0.7), 300.0),
+        (Logistic(), 1.0),
+        (UnbiasedLogistic(0.8), 1.0),
+        (Logistic(), 300.0),  # margins of hundreds: curvature underflows to 0
+        (UnbiasedLogistic(0.7), 300.0),
     ],
 )
 def test_woodbury_theta_step_matches_the_dense_one(loss, scale):
@@ -91,8 +91,8 @@ def test_woodbury_theta_step_matches_the_dense_one(loss, scale):
     # the automatic choice on a wide shard is the Woodbury system, bit for bit
     assert np.array_equal(theta_update_newton(data, z_nbhd, v_in, theta0, c), wood)
     if scale > 1:  # D has exact zeros in the first Newton system (and, unbiased, at the end)
-        for theta in (theta0, wood) if loss.kind == "unbiased" else (theta0,):
-            curvature = MarginLoss.curvature(data.y * (data.X_aug @ theta))
+        for theta in (theta0, wood) if isinstance(loss, UnbiasedLogistic) else (theta0,):
+            curvature = loss.curvature(data.y * (data.X_aug @ theta))
             assert np.count_nonzero(curvature == 0.0) >= 5
 
 
@@ -134,7 +134,7 @@ def _theta_update_newton_before(data, z_nbhd, v_in, theta_prev, c, tol=1e-12, ma
 @pytest.mark.parametrize(("n", "p", "system"), [(80, 6, None), (40, 39, None), (20, 60, "dense")])
 def test_dense_path_is_bitwise_the_old_step(n, p, system):
     rng = np.random.default_rng(3)
-    for loss in (MarginLoss(), MarginLoss("unbiased", 0.8)):
+    for loss in (Logistic(), UnbiasedLogistic(0.8)):
         data = _wide(rng, n=n, p=p, loss=loss)
         z_nbhd = rng.standard_normal((3, p + 1))
         v_in = rng.standard_normal((3, p + 1)) * 0.01

@@ -41,8 +41,9 @@ import networkx as nx
 import numpy as np
 
 from dpnet.decentralized.admm import ADMMConfig, ProgressRecord, network_decision
-from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss
+from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.decentralized.termination import MESSAGE_SIZE, tree_plan
+from dpnet.losses.margin import MarginLoss
 
 NEWTON_TOL = 1e-12
 NEWTON_MAX_ITER = 50

@@ -25,7 +25,8 @@ from dpnet.decentralized.admm import (
     run_machine,
 )
 from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
-from dpnet.decentralized.steps import GroupStructure, LocalData, MarginLoss, local_objective
+from dpnet.decentralized.steps import GroupStructure, LocalData, local_objective
+from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.penalties.group import groups_from_labels
 from dpnet.privacy.ledger import PrivacyLedger
 
@@ -64,9 +65,8 @@ def local_problem(
     grp_ptr, grp_indices = groups_from_labels(shard.group_labels)
     thresholds = lam * shard.group_weights / (2.0 * n_machines)
     X_aug = np.hstack([shard.X, np.ones((shard.X.shape[0], 1))])
-    data = LocalData(
-        X_aug, shard.y, shard.n_total, MarginLoss(loss, keep_prob if loss == "unbiased" else 1.0)
-    )
+    margin_loss = UnbiasedLogistic(keep_prob) if loss == "unbiased" else Logistic()
+    data = LocalData(X_aug, shard.y, shard.n_total, margin_loss)
     return data, GroupStructure(grp_ptr, grp_indices, thresholds)
 
 
@@ -134,7 +134,7 @@ def machine_oracle(
     label_oracle: LabelOracle, data: LocalData, result: MachineResult
 ) -> MachineOracle:
     """Flip count and the local loss of the final iterate on the raw labels (oracle only)."""
-    true_data = LocalData(data.X_aug, label_oracle.y_raw, data.n_total, MarginLoss())
+    true_data = LocalData(data.X_aug, label_oracle.y_raw, data.n_total, Logistic())
     return MachineOracle(label_oracle.labels_flipped, local_objective(true_data, result.theta))
 
 

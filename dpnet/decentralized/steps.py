@@ -6,8 +6,9 @@ every i in its closed neighbourhood Nbar_j = N_j + {j} (d_j = |Nbar_j|), two dua
 - ``v_out[i]`` = V_{ji}, the multiplier of Z_j = theta_i  (used in j's Z step),
 - ``v_in[i]``  = V_{ij}, the multiplier of Z_i = theta_j  (used in j's theta step).
 
-With f_j(theta) = (1/n) sum_{local} log(1 + exp(-y x~^T theta)) and h(Z) = (lam/(2J)) sum_g w_g
-||Z_g|| (the intercept coordinate unpenalised), one round is
+With f_j(theta) = (1/n) sum_{local} l(y x~^T theta), l the logistic loss log(1 + e^{-m}) or its
+flip-corrected version (:mod:`dpnet.losses.margin`), and h(Z) = (lam/(2J)) sum_g w_g ||Z_g|| (the
+intercept coordinate unpenalised), one round is
 
     Z_j     <- argmin h(Z) + (c/2) sum_{i in Nbar_j} ||Z - theta_i + V_ji/c||^2
              = S(u_j; lam w/(2J)) / (c d_j),  u_j = sum_i (c theta_i - V_ji)  (block soft-threshold)
@@ -25,9 +26,8 @@ from typing import Literal
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
-from scipy.special import expit
 
-from dpnet.losses.logistic import logistic_loss
+from dpnet.losses.margin import Logistic, MarginLoss
 from dpnet.penalties.group import block_soft_threshold
 
 
@@ -41,45 +41,14 @@ class GroupStructure:
 
 
 @dataclass(frozen=True)
-class MarginLoss:
-    """A loss of the margin m = y z, with its derivative and curvature in m.
-
-    ``logistic``: l(m) = log(1 + e^-m). ``unbiased`` (Natarajan et al. 2013) for labels that
-    randomized response kept with probability p:
-    l_u(m) = [p l(m) - (1-p) l(-m)] / (2p - 1), whose expectation over the flip is the clean
-    loss. Since l''(m) = l''(-m), l_u'' = l'' >= 0: the corrected loss stays convex.
-    """
-
-    kind: str = "logistic"
-    keep_prob: float = 1.0
-
-    def value(self, m: np.ndarray) -> np.ndarray:
-        if self.kind == "logistic" or self.keep_prob == 1.0:
-            return logistic_loss(m)
-        p = self.keep_prob
-        return (p * logistic_loss(m) - (1 - p) * logistic_loss(-m)) / (2 * p - 1)
-
-    def derivative(self, m: np.ndarray) -> np.ndarray:
-        s = expit(-m)
-        if self.kind == "logistic" or self.keep_prob == 1.0:
-            return -s
-        p = self.keep_prob
-        return -(p * s + (1 - p) * (1 - s)) / (2 * p - 1)
-
-    @staticmethod
-    def curvature(m: np.ndarray) -> np.ndarray:
-        s = expit(-m)
-        return s * (1.0 - s)
-
-
-@dataclass(frozen=True)
 class LocalData:
-    """One machine's shard: design with a ones column appended, labels in {-1, +1}."""
+    """One machine's shard: design with a ones column appended, labels in {-1, +1}, and the
+    margin loss (:class:`~dpnet.losses.margin.UnbiasedLogistic` for randomized labels)."""
 
     X_aug: np.ndarray
     y: np.ndarray
     n_total: int
-    loss: MarginLoss = MarginLoss()
+    loss: MarginLoss = Logistic()
 
     @property
     def n_features(self) -> int:
@@ -109,7 +78,7 @@ def z_update(
 
 
 def local_objective(data: LocalData, theta: np.ndarray) -> float:
-    """f_j(theta) = (1/n) sum over the shard of log(1 + exp(-y x~^T theta))."""
+    """f_j(theta) = (1/n) sum over the shard of l(y x~^T theta)."""
     return float(data.loss.value(data.y * (data.X_aug @ theta)).sum() / data.n_total)
 
 

@@ -19,14 +19,15 @@ import numpy as np
 from dpnet.errors import ConfigError
 
 
-def _check_h(h: float) -> None:
+def check_width(h: float) -> None:
+    """Reject a width h that is not a finite positive number."""
     if not np.isfinite(h) or h <= 0:
         raise ConfigError(f"huberized hinge width h must be a positive number, got {h}")
 
 
 def huberized_hinge_loss(margin: np.ndarray, h: float = 0.5) -> np.ndarray:
     """Elementwise huberized hinge loss of the margins m = y z."""
-    _check_h(h)
+    check_width(h)
     m = np.asarray(margin, dtype=float)
     quad = (1.0 + h - m) ** 2 / (4.0 * h)
     return np.where(m > 1.0 + h, 0.0, np.where(m < 1.0 - h, 1.0 - m, quad))
@@ -34,8 +35,15 @@ def huberized_hinge_loss(margin: np.ndarray, h: float = 0.5) -> np.ndarray:
 
 def huberized_hinge_dloss(margin: np.ndarray, h: float = 0.5) -> np.ndarray:
     """Derivative in the margin: -clip((1 + h - m) / (2h), 0, 1)."""
-    _check_h(h)
+    check_width(h)
     return -np.clip((1.0 + h - np.asarray(margin, dtype=float)) / (2.0 * h), 0.0, 1.0)
+
+
+def huberized_hinge_d2loss(margin: np.ndarray, h: float = 0.5) -> np.ndarray:
+    """Second derivative in the margin: 1/(2h) on |1 - m| <= h, else 0 (undefined at the two
+    knots |1 - m| = h, a null set; the value there is the bound 1/(2h))."""
+    check_width(h)
+    return np.where(np.abs(1.0 - np.asarray(margin, dtype=float)) <= h, 1.0 / (2.0 * h), 0.0)
 
 
 def huberized_hinge_objective(

@@ -21,6 +21,12 @@ def logistic_dloss(margin: np.ndarray) -> np.ndarray:
     return -expit(-margin)
 
 
+def logistic_d2loss(margin: np.ndarray) -> np.ndarray:
+    """Second derivative of log(1 + exp(-m)) in m: s (1 - s) with s = sigma(-m), in [0, 1/4]."""
+    s = expit(-margin)
+    return s * (1.0 - s)
+
+
 def logistic_objective(
     X: np.ndarray,
     y: np.ndarray,

@@ -2,8 +2,8 @@
 methods it is compared with.
 
 Modules: :mod:`.gradient` (ssADMM, DP-SGD), :mod:`.model` (mpADMM), :mod:`.comparators`
-(DP-ADMM, ADMM-objP), :mod:`.common` (shared steps and the estimator mixin), :mod:`.privacy`
-(accounting of each method), :mod:`.calibration` (fixed-size batch RDP), :mod:`.data` (the
+(DP-ADMM, ADMM-objP), :mod:`.common` (shared steps and the scikit-learn base class),
+:mod:`.privacy` (accounting of each method, on :mod:`dpnet.privacy`), :mod:`.data` (the
 paper's synthetic design), :mod:`.experiment` (settings and the rank-0 run).
 """
 

@@ -11,82 +11,69 @@ multiple a_i s_i of the row, ||g_i|| = |a_i| ||s_i||, so clipped sums cost one m
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import Tags
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet.errors import ConfigError, DataError
-from dpnet.losses.huberized_hinge import huberized_hinge_dloss, huberized_hinge_loss
-from dpnet.losses.logistic import logistic_dloss, logistic_loss
+from dpnet.losses.margin import HuberizedHinge, Logistic, MarginLoss
 from dpnet.penalties.l1 import soft_threshold
 from dpnet.privacy.mechanisms import gaussian_mechanism
 
 LOSS_NAMES = ("logistic", "huberized_hinge")
 SAMPLINGS = ("fixed", "poisson")
-
-
-@dataclass(frozen=True)
-class MarginLoss:
-    """A loss of the margin m = y s^T w: value, derivative, and curvature bound c >= l''."""
-
-    name: str
-    value: Callable[[np.ndarray], np.ndarray]
-    derivative: Callable[[np.ndarray], np.ndarray]
-    curvature: float
+PUBLIC_CLASSES = ((-1, 1), (0, 1))
+"""Label pairs taken as public: y within one of them gets it as classes_ even if a class is
+absent from the data, so classes_ reveals nothing about the rows."""
 
 
 def get_loss(name: str, huber_h: float = 0.5) -> MarginLoss:
     """The logistic loss (c = 1/4) or the huberized hinge of width h (c = 1/(2h))."""
     if name == "logistic":
-        return MarginLoss("logistic", logistic_loss, logistic_dloss, 0.25)
+        return Logistic()
     if name == "huberized_hinge":
-        if not np.isfinite(huber_h) or huber_h <= 0:
-            raise ConfigError(f"huber_h must be a positive number, got {huber_h}")
-        return MarginLoss(
-            "huberized_hinge",
-            lambda m: huberized_hinge_loss(m, huber_h),
-            lambda m: huberized_hinge_dloss(m, huber_h),
-            1.0 / (2.0 * huber_h),
-        )
+        return HuberizedHinge(huber_h)
     raise ConfigError(f"loss must be one of {LOSS_NAMES}, got {name!r}")
 
 
-def check_features(X: ArrayLike, row_bound: float) -> np.ndarray:
-    """Float matrix whose rows satisfy ||s_i|| <= row_bound (a user bound, never data-derived)."""
-    A = np.asarray(X, dtype=float)
-    if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] < 1:
-        raise DataError(f"X must be a non-empty 2-D array, got shape {A.shape}")
-    if not np.all(np.isfinite(A)):
-        raise DataError("X contains NaN or infinite values")
+def check_row_bound(A: np.ndarray, row_bound: float) -> None:
+    """Refuse rows with ||s_i|| > row_bound (a user bound, never derived from the data)."""
     worst = float(np.sqrt(np.max(np.einsum("ij,ij->i", A, A))))
     if worst > row_bound * (1.0 + 1e-9):
         raise DataError(
             f"a row of X has L2 norm {worst:.4g} > row_bound {row_bound:.4g}; "
             "scale rows by a data-independent bound or clip them first"
         )
-    return A
 
 
-def encode_labels(y: ArrayLike, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """(labels in {-1, +1}, classes_); classes_[1] maps to +1.
+def encode_labels(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(labels in {-1, +1}, classes_) of a validated 1-D ``y``; classes_[1] maps to +1.
 
-    Labels within {-1, +1} or {0, 1} get those public classes even if one is absent (so
-    classes_ reveals nothing about the data); other labels must form exactly two classes.
+    Labels within {-1, +1} or {0, 1} get those public classes even if one is absent
+    (:data:`PUBLIC_CLASSES`); other labels must form exactly two classes (read from y).
     """
-    v = np.asarray(y)
-    if v.ndim != 1 or v.shape[0] != n_rows:
-        raise DataError(f"y must be 1-D with {n_rows} entries, got shape {v.shape}")
-    classes = np.unique(v)
-    for public in (np.array([-1, 1]), np.array([0, 1])):
+    kind = type_of_target(y, input_name="y")
+    if kind in ("continuous", "continuous-multioutput", "unknown"):
+        raise DataError(f"Unknown label type: {kind}; y must hold the labels of two classes")
+    if kind != "binary":
+        raise DataError(
+            f"Only binary classification is supported. The type of the target is {kind}."
+        )
+    classes = np.unique(y)
+    for public in PUBLIC_CLASSES:
         if np.isin(classes, public).all():
-            return np.where(v == public[1], 1.0, -1.0), public.astype(v.dtype)
+            return np.where(y == public[1], 1.0, -1.0), np.array(public, dtype=y.dtype)
     if classes.size != 2:
-        raise DataError(f"y must contain exactly two classes, found {classes.size}")
-    return np.where(v == classes[1], 1.0, -1.0), classes
+        raise DataError(
+            f"y must hold two classes, got {classes.size} class(es); labels outside "
+            "{-1, +1} and {0, 1} need both classes present"
+        )
+    return np.where(y == classes[1], 1.0, -1.0), classes
 
 
 def objective(loss: MarginLoss, X: np.ndarray, ypm: np.ndarray, w: np.ndarray, lam: float) -> float:
@@ -170,52 +157,51 @@ def check_int(name: str, value: int, low: int = 1) -> int:
     return int(value)
 
 
-class LinearClassifierMixin:
-    """scikit-learn style plumbing: parameters live in ``__init__``; ``coef_`` after ``fit``."""
+class DPLinearClassifier(ClassifierMixin, BaseEstimator):
+    """Base of the five classifiers: a binary scikit-learn classifier with decision function
+    s^T w (no intercept: add a constant column to the features).
+
+    Subclasses store parameters in ``__init__`` and validate them in ``fit``, which starts with
+    :meth:`_validate_training_data`: dense finite float64 X (sparse input is refused with
+    scikit-learn's TypeError, NaN/inf with a DataError), ``n_features_in_``, ``classes_`` in the
+    user's labels, and the data-independent row bound. ``coef_`` marks a fitted model.
+    """
 
     coef_: np.ndarray
     classes_: np.ndarray
 
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self"]
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        tags.input_tags.sparse = False
+        return tags
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._param_names()}
+    def _validate(self, X: ArrayLike, y: ArrayLike | str = "no_validation", *, reset: bool) -> Any:
+        """validate_data (dense, finite float64, n_features_in_); its ValueErrors as DataError."""
+        try:
+            return validate_data(self, X, y, reset=reset, dtype=np.float64)
+        except ValueError as err:
+            raise DataError(str(err)) from err
 
-    def set_params(self, **params: Any) -> LinearClassifierMixin:
-        valid = self._param_names()
-        for name, value in params.items():
-            if name not in valid:
-                raise ConfigError(f"{type(self).__name__} has no parameter {name!r}")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "coef_"):
-            raise ConfigError(f"{type(self).__name__} is not fitted; call fit(X, y) first")
+    def _validate_training_data(
+        self, X: ArrayLike, y: ArrayLike, row_bound: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, labels in {-1, +1}); sets n_features_in_ and classes_, refuses rows with
+        ||s_i|| > row_bound."""
+        A, v = self._validate(X, y, reset=True)
+        ypm, self.classes_ = encode_labels(v)
+        check_row_bound(A, row_bound)
+        return A, ypm
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
-        """s^T w for each row (no intercept: add a constant column to the features)."""
-        self._check_fitted()
-        A = np.asarray(X, dtype=float)
-        if A.ndim != 2 or A.shape[1] != self.coef_.shape[0]:
-            raise DataError(f"X must have shape (n, {self.coef_.shape[0]}), got {A.shape}")
-        return A @ self.coef_
+        """s^T coef_ for each row of X."""
+        check_is_fitted(self, "coef_")
+        return self._validate(X, reset=False) @ self.coef_
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """classes_[1] where s^T w > 0, else classes_[0]."""
+        """classes_[1] where s^T coef_ > 0, else classes_[0]."""
         positive = self.decision_function(X) > 0
         return self.classes_[positive.astype(int)]
-
-    def score(self, X: ArrayLike, y: ArrayLike) -> float:
-        """Mean accuracy."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
 def release(

@@ -35,12 +35,10 @@ from dp_accounting import dp_event
 from numpy.typing import ArrayLike
 
 from dpnet.baselines.rdp_admm.common import (
-    LinearClassifierMixin,
-    check_features,
+    DPLinearClassifier,
     check_int,
     check_positive,
     clipped_gradient_sum,
-    encode_labels,
     get_loss,
     linearised_x_update,
     objective,
@@ -65,7 +63,7 @@ OBJP_CAVEAT = (
 )
 
 
-class DPADMMClassifier(LinearClassifierMixin):
+class DPADMMClassifier(DPLinearClassifier):
     """DP-ADMM of Huang et al. (2018) with ``n_parties`` parties (module docstring).
 
     Parameters: lam, loss, huber_h, epsilon/delta or noise_multiplier, n_parties (2),
@@ -103,15 +101,14 @@ class DPADMMClassifier(LinearClassifierMixin):
         iters, parties = check_int("n_iter", self.n_iter), check_int("n_parties", self.n_parties)
         loss = get_loss(self.loss, self.huber_h)
         eta = (
-            1.0 / (loss.curvature * bound**2)
+            1.0 / (loss.curvature_bound * bound**2)
             if self.eta is None
             else check_positive("eta", self.eta)
         )
-        A = check_features(X, bound)
-        ypm, self.classes_ = encode_labels(y, A.shape[0])
+        A, ypm = self._validate_training_data(X, y, bound)
         n, p = A.shape
         if parties > n:
-            raise PrivacyError(f"n_parties = {parties} exceeds the number of rows {n}")
+            raise PrivacyError(f"n_parties = {parties} exceeds n_samples = {n}")
         sens = 2.0 * clip * eta / (n * (1.0 + eta * rho))
         self.privacy_, self.privacy_event_ = gaussian_composition_privacy(
             method="DP-ADMM",
@@ -141,7 +138,7 @@ class DPADMMClassifier(LinearClassifierMixin):
         return self
 
 
-class ADMMObjPClassifier(LinearClassifierMixin):
+class ADMMObjPClassifier(DPLinearClassifier):
     """ADMM with per-iteration objective perturbation (module docstring).
 
     Parameters: lam, loss, huber_h, epsilon (nominal total pure epsilon for exact minimisers;
@@ -221,10 +218,9 @@ class ADMMObjPClassifier(LinearClassifierMixin):
         inner = check_int("inner_epochs", self.inner_epochs)
         delta = check_delta(self.delta)
         loss = get_loss(self.loss, self.huber_h)
-        A = check_features(X, bound)
-        ypm, self.classes_ = encode_labels(y, A.shape[0])
+        A, ypm = self._validate_training_data(X, y, bound)
         n, p = A.shape
-        curv = loss.curvature * bound**2
+        curv = loss.curvature_bound * bound**2
         jac = 2.0 * math.log1p(curv / (n * rho))
         private = self.epsilon is not None
         eps_iter = check_positive("epsilon", self.epsilon) / iters if private else math.inf

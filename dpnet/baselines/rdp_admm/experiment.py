@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from dpnet.baselines.rdp_admm.common import LinearClassifierMixin, get_loss, objective
+from dpnet.baselines.rdp_admm.common import DPLinearClassifier, get_loss, objective
 from dpnet.baselines.rdp_admm.comparators import ADMMObjPClassifier, DPADMMClassifier
 from dpnet.baselines.rdp_admm.data import coverage, make_synthetic, true_model
 from dpnet.baselines.rdp_admm.gradient import DPSGDClassifier, SSADMMClassifier
@@ -62,7 +62,7 @@ def make_estimators(
     loss: str = "logistic",
     n_epochs: int | None = None,
     full_batch_epochs: int | None = None,
-) -> dict[str, LinearClassifierMixin]:
+) -> dict[str, DPLinearClassifier]:
     """The five private methods with the settings used in the experiments.
 
     Paper defaults where it gives them (m = sqrt(n), eta_k = eta0/epoch, rho = 0.25 for ssADMM

@@ -28,12 +28,10 @@ from numpy.typing import ArrayLike
 
 from dpnet.baselines.rdp_admm.common import (
     BatchSampler,
-    LinearClassifierMixin,
-    check_features,
+    DPLinearClassifier,
     check_int,
     check_positive,
     clipped_gradient_sum,
-    encode_labels,
     get_loss,
     linearised_x_update,
     objective,
@@ -44,7 +42,7 @@ from dpnet.penalties.l1 import soft_threshold
 from dpnet.privacy.mechanisms import gaussian_mechanism
 
 
-class _GradientPerturbationClassifier(LinearClassifierMixin):
+class _GradientPerturbationClassifier(DPLinearClassifier):
     """Fit loop shared by ssADMM and DP-SGD; subclasses define the update from g~."""
 
     _method = ""
@@ -65,8 +63,7 @@ class _GradientPerturbationClassifier(LinearClassifierMixin):
         eta0 = check_positive("eta0", self.eta0)
         epochs = check_int("n_epochs", self.n_epochs)
         loss = get_loss(self.loss, self.huber_h)
-        A = check_features(X, check_positive("row_bound", self.row_bound))
-        ypm, self.classes_ = encode_labels(y, A.shape[0])
+        A, ypm = self._validate_training_data(X, y, check_positive("row_bound", self.row_bound))
         n, p = A.shape
         m = max(1, round(math.sqrt(n))) if self.batch_size is None else self.batch_size
         rng = np.random.default_rng(self.random_state)

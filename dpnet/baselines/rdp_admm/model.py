@@ -30,13 +30,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dpnet.baselines.rdp_admm.common import (
-    LinearClassifierMixin,
-    MarginLoss,
-    check_features,
+    DPLinearClassifier,
     check_int,
     check_positive,
     clipped_gradient_sum,
-    encode_labels,
     get_loss,
     linearised_x_update,
     objective,
@@ -45,6 +42,7 @@ from dpnet.baselines.rdp_admm.common import (
 )
 from dpnet.baselines.rdp_admm.privacy import gaussian_composition_privacy
 from dpnet.errors import ConfigError
+from dpnet.losses.margin import MarginLoss
 
 PERTURB_MODES = ("x", "xzy")
 
@@ -75,7 +73,7 @@ def mpadmm_epoch(
     return x_new, z_new, y_new
 
 
-class MPADMMClassifier(LinearClassifierMixin):
+class MPADMMClassifier(DPLinearClassifier):
     """Model perturbation private ADMM for L1-regularised classification.
 
     Parameters: lam, loss, huber_h, epsilon/delta or noise_multiplier (as SSADMMClassifier),
@@ -118,12 +116,11 @@ class MPADMMClassifier(LinearClassifierMixin):
             raise ConfigError(f"perturb must be one of {PERTURB_MODES}, got {self.perturb!r}")
         loss = get_loss(self.loss, self.huber_h)
         eta = (
-            1.0 / (loss.curvature * bound**2)
+            1.0 / (loss.curvature_bound * bound**2)
             if self.eta is None
             else check_positive("eta", self.eta)
         )
-        A = check_features(X, bound)
-        ypm, self.classes_ = encode_labels(y, A.shape[0])
+        A, ypm = self._validate_training_data(X, y, bound)
         n, p = A.shape
         dx, dz, dy = mpadmm_sensitivities(n, eta, rho, clip)
         k = 1 if self.perturb == "x" else 3
