@@ -1,40 +1,137 @@
 #!/usr/bin/env bash
-# Container entrypoint of the dpnet image.
+# Entrypoint of the dpnet image (and of launch/netns-demo.sh's hosts).
 #   worker                 run sshd in the foreground (hydra starts the ranks over ssh)
-#   launcher [options]     start sshd, wait for every host of $DPNET_HOSTFILE to accept ssh,
-#                          then run all ranks: mpiexec -f hostfile -n $DPNET_NP python -m
-#                          mpi4py -m dpnet.run --output $DPNET_OUTPUT [options]
+#   launcher [options]     wait until every other host of $DPNET_HOSTFILE accepts ssh (at
+#                          most $DPNET_WAIT_SECONDS seconds in all), then run all ranks:
+#                          mpiexec -f hostfile -n $DPNET_NP python -m mpi4py -m dpnet.run
+#                          --output $DPNET_OUTPUT [--peer-timeout $DPNET_PEER_TIMEOUT] [options]
+#                          and exit with its exit code
 #   anything else          exec'd as a command (e.g. `python -m dpnet.run --help`)
+#
+# Environment:
+#   DPNET_HOSTFILE       hydra hostfile                        default /etc/dpnet/hostfile
+#   DPNET_NP             number of ranks                       default 5
+#   DPNET_OUTPUT         results file (written by rank 0)      default /results/result.json
+#   DPNET_WAIT_SECONDS   deadline for the hosts' ssh, seconds  default 60
+#   DPNET_PEER_TIMEOUT   passed as --peer-timeout if set (a machine that hears nothing from a
+#                        neighbour for that long stops the job, exit code 5)
+#   MPIEXEC_TIMEOUT      hydra's own job deadline in seconds (hydra reads it; unset = none)
+#   DPNET_RESULTS_UID    uid[:gid] that gets the results directory and file after the run
+#   DPNET_SSHD_CONFIG    sshd configuration file               default /etc/ssh/sshd_config
+#   DPNET_SSH            ssh client command (hydra's -launcher-exec too)   default ssh
+#   DPNET_LOST_HOST_GRACE  seconds mpiexec may wait with no child process left (a host whose
+#                        link died) before it is stopped, exit code 5        default 3
+# Results are created with umask 022: readable by everyone who can read the directory.
 set -euo pipefail
 
 hostfile="${DPNET_HOSTFILE:-/etc/dpnet/hostfile}"
 np="${DPNET_NP:-5}"
 output="${DPNET_OUTPUT:-/results/result.json}"
 wait_seconds="${DPNET_WAIT_SECONDS:-60}"
+sshd_config="${DPNET_SSHD_CONFIG:-/etc/ssh/sshd_config}"
+ssh_cmd="${DPNET_SSH:-ssh}"
+lost_grace="${DPNET_LOST_HOST_GRACE:-3}"
+peer_timeout="${DPNET_PEER_TIMEOUT:-60}" # dpnet.run's default --peer-timeout
+peer_timeout=$((${peer_timeout%%.*} + 1))  # whole seconds, rounded up
+umask 022
 
-case "${1:-worker}" in
-worker)
-    exec /usr/sbin/sshd -D -e
-    ;;
-launcher)
-    shift
-    /usr/sbin/sshd -e
-    hosts=$(sed -e 's/#.*//' "$hostfile" | awk 'NF { split($1, a, ":"); print a[1] }' | sort -u)
-    for host in $hosts; do
-        for ((i = 0; ; i++)); do
-            if ssh -o BatchMode=yes -o ConnectTimeout=2 "$host" true 2>/dev/null; then
-                break
-            fi
-            if ((i >= wait_seconds)); then
+# wait_for_hosts: every host of the hostfile but this one accepts ssh, within wait_seconds
+wait_for_hosts() {
+    local deadline=$((SECONDS + wait_seconds)) me host left
+    local -a hosts
+    me=$(hostname)
+    mapfile -t hosts < <(sed -e 's/#.*//' "$hostfile" | awk 'NF { split($1, a, ":"); print a[1] }' | sort -u)
+    for host in "${hosts[@]}"; do
+        # rank 0's host: hydra starts its ranks without ssh
+        [[ "$host" != "$me" && "$host" != "localhost" ]] || continue
+        while true; do
+            left=$((deadline - SECONDS))
+            if ((left <= 0)); then
                 echo "entrypoint: host $host accepts no ssh after ${wait_seconds}s" >&2
                 exit 1
+            fi
+            if "$ssh_cmd" -o BatchMode=yes -o ConnectTimeout=$((left < 2 ? left : 2)) \
+                "$host" true 2>/dev/null; then
+                break
             fi
             sleep 1
         done
     done
+}
+
+case "${1:-worker}" in
+worker)
+    mkdir -p /run/sshd
+    exec /usr/sbin/sshd -D -e -f "$sshd_config"
+    ;;
+launcher)
+    shift
+    wait_for_hosts
     mkdir -p "$(dirname "$output")"
-    exec mpiexec -launcher ssh -f "$hostfile" -n "$np" \
-        python -m mpi4py -m dpnet.run --output "$output" "$@"
+    peer=()
+    if [[ -n "${DPNET_PEER_TIMEOUT:-}" ]]; then
+        peer=(--peer-timeout "$DPNET_PEER_TIMEOUT")
+    fi
+    # In the background, so that this shell can forward Ctrl-C / `docker stop` (SIGINT: every
+    # machine stops at its next exchange, exit code 130), stop a stuck mpiexec, and give the
+    # results to DPNET_RESULTS_UID afterwards.
+    mpiexec -launcher ssh -launcher-exec "$ssh_cmd" -f "$hostfile" -n "$np" \
+        python -m mpi4py -m dpnet.run --output "$output" "${peer[@]}" "$@" &
+    job=$!
+    trap 'kill -INT "$job" 2>/dev/null || true' INT TERM
+    # hydra's mpiexec can wait forever: for the proxy of a host whose link died (its control
+    # connection never closes), or for a rank that stalled while its neighbours stopped.
+    # Its children are the local proxy (rank 0's host) and one ssh client per other host;
+    # ssh gives up on a silent host (ServerAliveInterval) and every live rank ends within the
+    # peer deadline once a neighbour is lost (--peer-timeout). So mpiexec is stopped (exit code
+    # 5: a machine was lost, no estimate) when it has had no child for lost_grace seconds, or
+    # when the local ranks ended more than peer_timeout + lost_grace seconds ago.
+    ticks=0 # half seconds
+    idle_since=-1
+    local_done_since=-1
+    lost=0
+    while kill -0 "$job" 2>/dev/null; do
+        sleep 0.5
+        ticks=$((ticks + 1))
+        children=$(cat "/proc/$job/task/$job/children" 2>/dev/null) || continue
+        if [[ -z "$children" ]]; then
+            ((idle_since >= 0)) || idle_since=$ticks
+        else
+            idle_since=-1
+        fi
+        proxy=0
+        for child in $children; do
+            [[ "$(cat "/proc/$child/comm" 2>/dev/null)" != hydra_pmi_prox* ]] || proxy=1
+        done
+        if ((proxy)); then
+            local_done_since=-1
+        elif ((local_done_since < 0)); then
+            local_done_since=$ticks
+        fi
+        if { ((idle_since >= 0 && ticks - idle_since >= 2 * lost_grace)); } ||
+            { ((local_done_since >= 0 && ticks - local_done_since >= 2 * (peer_timeout + lost_grace))); }; then
+            echo "entrypoint: mpiexec still waits for a lost host or rank: stopping it (exit code 5)" >&2
+            lost=1
+            kill -TERM "$job" 2>/dev/null || true
+            for _ in 1 2 3 4 5 6 7 8 9 10; do
+                kill -0 "$job" 2>/dev/null || break
+                sleep 0.2
+            done
+            # shellcheck disable=SC2086  # one pid per word; the ssh clients end their sessions
+            kill -KILL "$job" $children 2>/dev/null || true
+            break
+        fi
+    done
+    status=0
+    wait "$job" || status=$?
+    if ((lost)); then
+        status=5
+    fi
+    if [[ -n "${DPNET_RESULTS_UID:-}" ]]; then
+        chown "$DPNET_RESULTS_UID" "$(dirname "$output")"
+        [[ ! -e "$output" ]] || chown "$DPNET_RESULTS_UID" "$output"
+    fi
+    exit "$status"
     ;;
 *)
     exec "$@"

@@ -1,7 +1,9 @@
 """Launch material: compose file structure, Dockerfile facts, scripts executable and bash-clean.
 
 No Docker engine or Slurm is available where these tests run, so the container and cluster
-paths are checked statically; the local launcher is run for real when dpnet.run exists.
+paths are checked statically; the local launcher is run for real when dpnet.run exists, and
+the compose topology with the same entrypoint and hostfile runs on 5 network-namespace hosts
+in tests/test_multihost_netns.py (root only).
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch"
-SCRIPTS = ["local.sh", "cluster.sh", "entrypoint.sh", "slurm.sbatch"]
+SCRIPTS = ["local.sh", "cluster.sh", "entrypoint.sh", "slurm.sbatch", "netns-demo.sh"]
 
 
 def _slots(path: Path) -> list[tuple[str, int]]:
@@ -36,8 +39,12 @@ def test_script_executable_and_bash_clean(name: str) -> None:
     path = LAUNCH / name
     assert os.access(path, os.X_OK), f"{name} is not executable"
     assert path.read_text().startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in path.read_text()
     proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+    if shutil.which("shellcheck") is not None:
+        proc = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout
 
 
 def test_compose_five_machines() -> None:
@@ -48,21 +55,39 @@ def test_compose_five_machines() -> None:
     for name, svc in services.items():
         assert svc["build"] == {"context": ".", "dockerfile": "launch/Dockerfile"}
         assert svc["hostname"] == name and svc["networks"] == ["dpnet"]
-        assert "./launch/hostfile.compose:/etc/dpnet/hostfile:ro" in svc["volumes"]
+        # every host mount lies inside the repository unless the user names one
+        for volume in svc["volumes"]:
+            source = re.match(r"(\$\{[^}]*\}|[^:]+):", volume).group(1)
+            default = re.fullmatch(r"\$\{\w+:-([^}]*)\}", source)
+            path = default.group(1) if default else source
+            assert path == "." or path.startswith("./"), f"{name} mounts {source}"
+            assert (REPO / path).exists() or path == "./results", f"{name}: {path} missing"
+        assert "${DPNET_DATA_DIR:-.}:/data:ro" in svc["volumes"]
     launcher = services["launcher"]
+    env = launcher["environment"]
     assert launcher["command"] == ["launcher"]
-    assert launcher["environment"]["DPNET_OUTPUT"] == "/results/result.json"
+    assert env["DPNET_OUTPUT"] == "/results/result.json"
     assert "./results:/results" in launcher["volumes"]
+    assert "./launch/hostfile.compose:/etc/dpnet/hostfile:ro" in launcher["volumes"]
     assert set(launcher["depends_on"]) == set(services) - {"launcher"}
+    # deadlines on by default: the peer deadline of dpnet.run and hydra's job deadline
+    assert float(env["DPNET_PEER_TIMEOUT"]) > 0
+    assert re.fullmatch(r"\$\{DPNET_JOB_TIMEOUT:-\d+\}", env["MPIEXEC_TIMEOUT"])
+    assert int(env["DPNET_WAIT_SECONDS"]) > 0
+    # MPI over TCP (hydra forwards the launcher's environment to every rank)
+    assert env["UCX_TLS"] == "tcp,self" and env["FI_PROVIDER"] == "tcp"
+    assert env["DPNET_RESULTS_UID"] == "${DPNET_UID:-}"
     # the shared hostfile names exactly the services, 5 slots in all, matching DPNET_NP
     slots = _slots(LAUNCH / "hostfile.compose")
     assert sorted(h for h, _ in slots) == sorted(services)
-    assert sum(k for _, k in slots) == int(launcher["environment"]["DPNET_NP"]) == 5
+    assert sum(k for _, k in slots) == int(env["DPNET_NP"]) == 5
 
 
 def test_dockerfile_facts() -> None:
     text = (LAUNCH / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11-slim$", text, re.M)
+    # a pinned base: a patch release on a named Debian release (optionally @sha256 digest)
+    assert re.search(r"^FROM python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?$", text, re.M)
+    assert "imagetools inspect" in text  # how to pin the digest
     assert "pip install --no-cache-dir ." in text
     assert "openssh-server" in text and "openssh-client" in text
     assert not re.search(r"apt-get install[^\n]*(mpich|openmpi|libmpi)", text)  # no system MPI
@@ -70,19 +95,46 @@ def test_dockerfile_facts() -> None:
         for item in src.split():
             assert (REPO / item).exists(), f"Dockerfile copies missing {item}"
     assert 'ENTRYPOINT ["dpnet-entrypoint"]' in text
+    # both ends of an ssh session notice a silent peer (cut link)
+    assert "ServerAliveInterval" in text and "ClientAliveInterval" in text
+    assert "EXPOSE" not in text and "SetEnv" not in text  # not needed on a compose network
 
 
 def test_entrypoint_launch_command() -> None:
     text = (LAUNCH / "entrypoint.sh").read_text()
     assert re.search(
-        r'mpiexec -launcher ssh -f "\$hostfile" -n "\$np" \\\n\s+python -m mpi4py -m dpnet.run '
-        r'--output "\$output"',
+        r'mpiexec -launcher ssh -launcher-exec "\$ssh_cmd" -f "\$hostfile" -n "\$np" \\\n'
+        r'\s+python -m mpi4py -m dpnet.run --output "\$output" "\$\{peer\[@\]\}" "\$@" &',
         text,
     )
+    assert 'peer=(--peer-timeout "$DPNET_PEER_TIMEOUT")' in text
+    assert "umask 022" in text
     proc = subprocess.run(
         [str(LAUNCH / "entrypoint.sh"), "echo", "passed through"], capture_output=True, text=True
     )
     assert proc.returncode == 0 and proc.stdout == "passed through\n"
+
+
+def test_entrypoint_waits_seconds_not_attempts(tmp_path: Path) -> None:
+    """DPNET_WAIT_SECONDS is a deadline for all hosts together, whatever one probe costs."""
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("nosuchhost-a\nnosuchhost-b\nnosuchhost-c\n")
+    probes = tmp_path / "probes"
+    ssh = tmp_path / "ssh"  # a host that never answers: each probe fails after 0.7 s
+    ssh.write_text(f'#!/bin/sh\necho "$@" >> {probes}\nsleep 0.7\nexit 255\n')
+    ssh.chmod(0o755)
+    env = dict(os.environ, DPNET_HOSTFILE=str(hostfile), DPNET_SSH=str(ssh), DPNET_WAIT_SECONDS="3")
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(LAUNCH / "entrypoint.sh"), "launcher"], capture_output=True, text=True, env=env
+    )
+    waited = time.monotonic() - start
+    assert proc.returncode == 1
+    assert "host nosuchhost-a accepts no ssh after 3s" in proc.stderr
+    assert 2.5 <= waited < 5.5, waited
+    # no probe's ConnectTimeout reaches beyond the deadline
+    timeouts = [int(m) for m in re.findall(r"ConnectTimeout=(\d+)", probes.read_text())]
+    assert timeouts and all(1 <= t <= 2 for t in timeouts)
 
 
 def test_hostfile_example_has_five_slots() -> None:
@@ -106,16 +158,16 @@ def test_scripts_refuse_missing_venv_and_hostfile(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "lists no hosts" in proc.stderr
 
 
+def _launcher_help(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+
+
 @pytest.mark.mpi_launch
 @pytest.mark.skipif(importlib.util.find_spec("dpnet.run") is None, reason="dpnet.run not written")
 @pytest.mark.skipif(
     shutil.which("mpiexec", path=str(Path(sys.prefix) / "bin")) is None,
     reason="no mpiexec in the venv",
 )
-def _launcher_help(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
-
-
 def test_local_and_cluster_launchers_start_ranks(tmp_path: Path) -> None:
     env = dict(os.environ, DPNET_VENV=sys.prefix)
     hosts = tmp_path / "hosts"
@@ -127,3 +179,20 @@ def test_local_and_cluster_launchers_start_ranks(tmp_path: Path) -> None:
         proc = _launcher_help(args, env)
         assert proc.returncode == 0, proc.stderr
         assert "usage" in proc.stdout.lower()
+
+
+def test_netns_demo_help_and_refusals(tmp_path: Path) -> None:
+    demo = LAUNCH / "netns-demo.sh"
+    proc = subprocess.run([str(demo), "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "netns-demo.sh up" in proc.stdout
+    for sub in ("up", "run", "cut", "counters", "pids", "down", "heal", "on"):
+        assert f"netns-demo.sh {sub}" in proc.stdout
+    # nothing is up in an empty state directory: `down` is a no-op, the others refuse
+    env = dict(os.environ, DPNET_NETNS_STATE=str(tmp_path / "state"))
+    assert subprocess.run([str(demo), "down"], env=env).returncode == 0
+    proc = subprocess.run([str(demo), "counters"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and "no hosts are up" in proc.stderr
+    text = demo.read_text()
+    # the hosts use the compose hostfile and the image's entrypoint, MPI is forced onto TCP
+    assert "hostfile.compose" in text and "entrypoint.sh" in text
+    assert "UCX_TLS=tcp,self" in text
