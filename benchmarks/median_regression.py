@@ -36,8 +36,8 @@ EPSILONS = (0.1, 0.5, 1.0, 2.0)
 METHODS = {
     "Alg1 objective": {"method": "objective"},
     "Alg2 irls": {"method": "irls"},
-    "Alg3 zero start, l=0.1": {"method": "coordinate"},
-    "Alg3 zero start, l=10": {"method": "coordinate", "step": 10.0},
+    "Alg3 zero start, l=0.1": {"method": "coordinate", "init": "zero"},
+    "Alg3 zero start, l=10": {"method": "coordinate", "step": 10.0, "init": "zero"},
     "Alg3 private start, l=0.1": {"method": "coordinate", "init": "private"},
 }
 MODES = {"quick": ((5_000, 50_000), 3), "full": ((5_000, 5_000_000), 10)}

@@ -24,7 +24,7 @@ from dpnet.baselines.median import PAPER_PARAMS, DPMedianRegressor, simulate_med
 FITS = {
     "Alg1 objective": {"method": "objective"},
     "Alg2 irls": {"method": "irls"},
-    "Alg3 coordinate (zero start)": {"method": "coordinate"},
+    "Alg3 coordinate (zero start)": {"method": "coordinate", "init": "zero"},
 }
 
 

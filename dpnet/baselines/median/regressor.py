@@ -15,6 +15,10 @@ from typing import Any
 
 import numpy as np
 from dp_accounting import dp_event
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import Tags
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet.baselines.median.algorithms import (
     dp_coordinate_descent,
@@ -35,6 +39,10 @@ MAX_BOUND = 1e100
 """Largest x_bound / y_bound: beyond, n x_bound^2 sums overflow (ValueError deep in a solver)."""
 
 
+class NotFittedConfigError(ConfigError, NotFittedError):
+    """predict before fit: scikit-learn's NotFittedError that is also dpnet's ConfigError."""
+
+
 def _positive(name: str, value: float, error: type[Exception] = ConfigError) -> float:
     v = float(value)
     if not (math.isfinite(v) and v > 0):
@@ -49,34 +57,36 @@ def _bound(name: str, value: float) -> float:
     return v
 
 
-def _check_data(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+def _validated(est: BaseEstimator, X: Any, y: Any = None, *, reset: bool) -> Any:
+    """scikit-learn's validate_data (float64, finite, dense, >= 2 rows when fitting; y of shape
+    (n, 1) is ravelled with a DataConversionWarning); its ValueErrors become DataError.
+    Sparse X raises scikit-learn's TypeError (the row clipping needs dense rows)."""
     try:
-        Xa = np.asarray(X, dtype=float)
-        ya = np.asarray(y, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"X and y must be numeric arrays: {exc}") from None
-    if Xa.ndim != 2:
-        raise DataError(f"X must be a 2-d array (n, d), got shape {Xa.shape}")
-    if ya.ndim != 1 or ya.shape[0] != Xa.shape[0]:
-        raise DataError(f"y must be a 1-d array of length {Xa.shape[0]}, got shape {ya.shape}")
-    if Xa.shape[0] < 2 or Xa.shape[1] < 1:
-        raise DataError(f"need at least 2 rows and 1 feature, got shape {Xa.shape}")
-    if not (np.all(np.isfinite(Xa)) and np.all(np.isfinite(ya))):
-        raise DataError("X or y contains NaN or infinity")
-    return Xa, ya
+        if reset:
+            return validate_data(est, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
+        return validate_data(est, X, dtype=np.float64, reset=False)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
 
 
-class DPMedianRegressor:
-    """Differentially private median (LAD) regression, scikit-learn style.
+class DPMedianRegressor(RegressorMixin, BaseEstimator):
+    """Differentially private median (LAD) regression, a scikit-learn regressor.
 
     method: "objective" (Alg. 1, objective perturbation of the Huber-smoothed loss, width
     gamma), "irls" (Alg. 2, reweighted least squares with weights 1/(|r| + e) and Laplace
     output perturbation), "coordinate" (Alg. 3, noisy coordinate descent over n_splits disjoint
     batches, steps step/(t+1), ||beta|| <= beta_bound, needs y_bound), "exact" (non-private).
     intercept_ridge (default 1/sqrt(n), the paper's mu^2/(2 sqrt n)) makes Alg. 1-2 strongly
-    convex in mu. Alg. 3 starts from init: "zero" (data-independent), "private" (Alg. 2 on all
-    rows with init_share * epsilon, sequentially composed) or a public array (mu, beta).
-    After fit: coef_, intercept_, privacy_ (the ledger's dict), n_features_in_.
+    convex in mu. Alg. 3 starts from init: "private" (default: Alg. 2 on all rows with
+    init_share * epsilon, sequentially composed; its ridge on beta is lam, or intercept_ridge's
+    value when lam = 0), "zero" (data-independent; with the paper's step 0.1 the iterates cannot
+    travel far from 0) or a public array (mu, beta).
+
+    Guarantee: every DP method is epsilon-DP (pure) for replacing one row (x_i, y_i); n is
+    public. Everything that sets a sensitivity (x_bound, y_bound, lam, intercept_ridge, gamma,
+    e, step, beta_bound, n_splits, init_share) is a parameter, never read from the data.
+    Parameters are validated in fit. After fit: coef_, intercept_, privacy_ (the ledger's
+    dict), n_features_in_ (and feature_names_in_ for named columns).
     """
 
     def __init__(
@@ -93,7 +103,7 @@ class DPMedianRegressor:
         n_splits: int = 40,
         step: float = 0.1,
         beta_bound: float = 10.0,
-        init: str | np.ndarray = "zero",
+        init: str | np.ndarray = "private",
         init_share: float = 0.5,
         intercept_ridge: float | None = None,
         random_state: int | np.random.Generator | None = None,
@@ -114,6 +124,13 @@ class DPMedianRegressor:
         self.init_share = init_share
         self.intercept_ridge = intercept_ridge
         self.random_state = random_state
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        # DP noise of order 1/(n epsilon) and training-time clipping at a data-independent
+        # x_bound: no R^2 > 0.5 promise on small or unscaled data (scikit-learn's score check)
+        tags.regressor_tags.poor_score = True
+        return tags
 
     def _check_params(self, n: int, d: int) -> None:
         if self.method not in METHODS:
@@ -159,10 +176,11 @@ class DPMedianRegressor:
     def fit(self, X: Any, y: Any, ledger: PrivacyLedger | None = None) -> DPMedianRegressor:
         """Fit on (X, y); every release is recorded in ``ledger`` (a new one if None).
 
-        NaN/inf in X or y: DataError. Rows are clipped with overflow-safe norms, so any finite
-        magnitude (1e300) gives the fit on the correctly clipped rows.
+        NaN/inf in X or y, fewer than 2 rows or mismatched lengths: DataError (a ValueError).
+        Rows are clipped with overflow-safe norms, so any finite magnitude (1e300) gives the fit
+        on the correctly clipped rows.
         """
-        Xa, ya = _check_data(X, y)
+        Xa, ya = _validated(self, X, y, reset=True)
         n, d = Xa.shape
         self._check_params(n, d)
         Xa = clip_rows_safe(Xa, float(self.x_bound))  # overflow-safe row norms
@@ -211,7 +229,6 @@ class DPMedianRegressor:
             )
         self.intercept_ = float(theta[0])
         self.coef_ = np.asarray(theta[1:], dtype=float)
-        self.n_features_in_ = d
         self.privacy_ = ledger.to_dict()
         return self
 
@@ -220,8 +237,16 @@ class DPMedianRegressor:
         releases: list = []
         if isinstance(self.init, str) and self.init == "private":
             eps_init = float(self.init_share) * eps
+            # Alg. 2 needs a ridge on beta: lam, or a_mu (data-independent) when lam = 0
             theta0, releases = dp_irls(
-                X, y, epsilon=eps_init, e=float(self.e), intercept_ridge=a_mu, rng=rng, **common
+                X,
+                y,
+                epsilon=eps_init,
+                lam=common["lam"] if common["lam"] > 0 else a_mu,
+                e=float(self.e),
+                x_bound=common["x_bound"],
+                intercept_ridge=a_mu,
+                rng=rng,
             )
             eps -= eps_init
         elif isinstance(self.init, str):
@@ -242,15 +267,16 @@ class DPMedianRegressor:
         )
         return theta, releases + cd
 
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "coef_")  # not n_features_in_: a fit with bad parameters sets it
+
     def predict(self, X: Any) -> np.ndarray:
         """mu + X beta (X is used as given: clipping is a training-time privacy device)."""
-        if not hasattr(self, "coef_"):
-            raise ConfigError("DPMedianRegressor is not fitted: call fit first")
-        Xa = np.asarray(X, dtype=float)
-        if Xa.ndim != 2 or Xa.shape[1] != self.n_features_in_:
-            raise DataError(f"X must have shape (m, {self.n_features_in_}), got {Xa.shape}")
-        if not np.all(np.isfinite(Xa)):
-            raise DataError("X contains NaN or infinity")
+        try:
+            check_is_fitted(self)
+        except NotFittedError as exc:
+            raise NotFittedConfigError(str(exc)) from None
+        Xa = _validated(self, X, reset=False)
         with np.errstate(over="ignore", invalid="ignore"):
             out = self.intercept_ + Xa @ self.coef_
         if not np.all(np.isfinite(out)):
@@ -290,8 +316,9 @@ def simulate_median_data(n: int, *, rng: np.random.Generator) -> tuple[np.ndarra
 def run_median_baselines(
     *, epsilon: float, seed: int | None, n_samples: int = 5000, ledger: PrivacyLedger | None = None
 ) -> dict[str, Any]:
-    """Fit the exact reference and Alg. 1-3 (paper's parameters, each at ``epsilon``) on the
-    paper's simulation; every release goes to ``ledger`` (central, sequential composition).
+    """Fit the exact reference and Alg. 1-3 (paper's parameters, each at ``epsilon``; Alg. 3 from
+    its default private start) on the paper's simulation; every release goes to ``ledger``
+    (central, sequential composition).
 
     Returns a JSON-serialisable dict: per method intercept, coef, L2 / max error against the
     exact ridge-LAD fit, time in seconds; the pure epsilon spent by these baselines (the three
