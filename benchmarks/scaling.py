@@ -26,7 +26,7 @@ import numpy as np
 from common import OUT_DIR, reference_value, relative_gaps, rounds_to_gap, run_job, write_csv
 
 from dpnet.config import parse_config
-from dpnet.job import prepare_problem
+from dpnet.setup import prepare_problem
 
 GAP = 1e-4
 MPI_RUNS = (

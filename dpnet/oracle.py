@@ -19,8 +19,8 @@ import numpy as np
 from dpnet.config import RunConfig
 from dpnet.decentralized.machine import MachineOracle
 from dpnet.evaluation import EvaluationSet, predict_pm1
-from dpnet.job import PublicSetUp
 from dpnet.penalties.group import group_penalty, groups_from_labels
+from dpnet.setup import PublicSetUp
 
 NOT_COVERED = "NOT covered by the privacy guarantee (computed from raw labels)"
 WARNING = (

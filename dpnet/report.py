@@ -23,9 +23,9 @@ from dpnet.decentralized.admm import ProgressRecord
 from dpnet.decentralized.machine import MachineRelease, consensus_model, label_privacy_ledger
 from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
-from dpnet.job import PublicSetUp
 from dpnet.penalties.group import group_norms, group_penalty, groups_from_labels
 from dpnet.privacy.ledger import PrivacyLedger
+from dpnet.setup import PublicSetUp
 
 SELECT_RTOL = 1e-6
 STOP_WARNINGS = {

@@ -24,18 +24,7 @@ from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig, parse_config
 from dpnet.decentralized.machine import MachineOutcome, consensus_model
 from dpnet.errors import DpnetError, TopologyError
-from dpnet.job import (
-    SetUp,
-    check_checkpoint_dir,
-    check_shards_agree,
-    data_per_machine,
-    load_own_shard,
-    machine_main,
-    own_data_problem,
-    prepare_problem,
-    resume_machine,
-    shard_from_own_data,
-)
+from dpnet.job import check_checkpoint_dir, machine_main, resume_machine
 from dpnet.network.comm import PeerFault
 from dpnet.network.topology import build_topology, describe_topology, validate_topology
 from dpnet.privacy.ledger import PrivacyLedger
@@ -46,6 +35,15 @@ from dpnet.report import (
     print_progress,
     summary_lines,
     write_json_atomic,
+)
+from dpnet.setup import (
+    SetUp,
+    check_shards_agree,
+    data_per_machine,
+    load_own_shard,
+    own_data_problem,
+    prepare_problem,
+    shard_from_own_data,
 )
 
 EXIT_NO_ESTIMATE = 3

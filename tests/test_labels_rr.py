@@ -94,7 +94,7 @@ def test_unbounded_unbiased_objective_is_reported_as_diverged():
 def test_held_out_rows_are_flipped_at_the_claimed_rate(epsilon):
     """The held-out rows' randomized response (rank 0's own stream, its own ledger partition)
     flips with probability 1 - p: half the flips (a weaker guarantee than recorded) fails."""
-    from dpnet.job import prepare_problem
+    from dpnet.setup import prepare_problem
 
     config = RunConfig(
         epsilon=epsilon, n_samples=200, n_test=20_000, seed=5, oracle_output="unused.json"

@@ -1,0 +1,213 @@
+"""Set-up of the main job (backend independent): data, shards, held-out rows.
+
+Data flow and the release boundary (docs/privacy.md, "The release boundary"):
+
+    rank 0 (single data file or synthetic data): load -> split rows -> one RawShard per
+        machine; held-out rows -> randomized response with rank 0's own stream ->
+        EvaluationSet (randomized labels only). A public --test-data file is used as is.
+    every machine (dpnet.decentralized.machine): RawShard -> cross_boundary (randomized
+        response, own stream) -> PrivateShard -> ADMM rounds -> MachineRelease
+    ---- from here on only public inputs and randomized labels flow ----
+    rank 0: MachineReleases + PublicSetUp -> report, summary, plot (dpnet.report)
+
+Raw labels exist only in RawShard, in LabelOracle and in ``SetUp.holdout_raw``; the latter two
+are kept only when an oracle file was asked for, and only dpnet.oracle reads them.
+
+Delivering a RawShard from rank 0 (``--data FILE``) stands for each machine reading its own
+rows in a simulation; with ``--data 'part-{rank}.npz'`` every machine loads its own file and
+rank 0 never sees another machine's rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from dp_accounting import dp_event
+
+from dpnet.config import RunConfig
+from dpnet.data.dataset import GroupData
+from dpnet.data.labels import LabelDomain
+from dpnet.data.loaders import load_dataset
+from dpnet.data.partition import split_rows, train_test_split_indices
+from dpnet.data.synthetic import make_group_logistic
+from dpnet.decentralized import boundary
+from dpnet.decentralized.boundary import RawShard
+from dpnet.decentralized.machine import HOLDOUT_PART
+from dpnet.errors import ConfigError
+from dpnet.evaluation import PUBLIC, RANDOMIZED, EvaluationSet
+
+RANK_PLACEHOLDER = "{rank}"
+
+
+@dataclass(frozen=True)
+class PublicSetUp:
+    """Rank 0's public description of the problem: what the report may use."""
+
+    group_labels: np.ndarray
+    group_weights: np.ndarray
+    evaluation: EvaluationSet | None
+    holdout_event: dp_event.DpEvent | None
+    data_layout: str
+
+
+@dataclass(frozen=True)
+class SetUp:
+    """Rank 0's set-up: raw shards to deliver, the public part, held-out raw labels (oracle)."""
+
+    shards: list[RawShard] | None
+    public: PublicSetUp
+    holdout_raw: np.ndarray | None
+
+
+def group_weights(groups: np.ndarray, kind: str) -> np.ndarray:
+    sizes = np.bincount(groups)
+    return np.ones(len(sizes)) if kind == "ones" else np.sqrt(sizes.astype(float))
+
+
+def holdout_rng(seed: int | None, n_machines: int) -> np.random.Generator:
+    """Rank 0's stream for the held-out rows' randomized response: child J + 1 of the run
+    seed (after the data stream 0 and the machines 1..J), or fresh OS entropy."""
+    if seed is None:
+        return np.random.default_rng()
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(n_machines + 2)[-1])
+
+
+def _labels(config: RunConfig) -> LabelDomain:
+    return LabelDomain.parse(config.labels)
+
+
+def load_public_test(config: RunConfig, n_features: int) -> EvaluationSet | None:
+    """``--test-data``: a file the user declares public; its labels are used as they are."""
+    if config.test_data is None:
+        return None
+    test = load_dataset(config.test_data, groups=config.groups, labels=_labels(config))
+    if test.n_features != n_features:
+        raise ConfigError(
+            f"--test-data has {test.n_features} columns, the training data {n_features}"
+        )
+    return EvaluationSet(test.X, test.y, PUBLIC)
+
+
+def _randomized_holdout(
+    holdout: GroupData, config: RunConfig, n_machines: int
+) -> tuple[EvaluationSet, dp_event.DpEvent]:
+    p = config.keep_probability
+    noisy, event = boundary.randomize_labels(
+        holdout.y, p, holdout_rng(config.seed, n_machines), HOLDOUT_PART
+    )
+    return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), event
+
+
+def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
+    """Rank 0: training rows (synthetic from ``config.seed`` or one file), held-out rows, shards.
+
+    Held-out rows split off the private data (or generated with it) are private rows too:
+    their labels go through randomized response before anything is computed from them.
+    """
+    data_rng = (
+        np.random.default_rng(np.random.SeedSequence(config.seed).spawn(1)[0])
+        if config.seed is not None
+        else np.random.default_rng()
+    )
+    holdout = None
+    if config.data is None:
+        train = make_group_logistic(
+            config.n_samples, n_groups=config.n_groups, label_rule=config.label_rule, rng=data_rng
+        )
+        if config.n_test > 0:
+            holdout = make_group_logistic(
+                config.n_test, n_groups=config.n_groups, label_rule=config.label_rule, rng=data_rng
+            )
+        public_test = None
+    else:
+        full = load_dataset(config.data, groups=config.groups, labels=_labels(config))
+        public_test = load_public_test(config, full.n_features)
+        train = full
+        if public_test is None and config.test_fraction > 0:
+            tr, te = train_test_split_indices(full.n_samples, config.test_fraction, data_rng)
+            train, holdout = full.subset(tr), full.subset(te)
+    held = (
+        ""
+        if config.data is None or holdout is None
+        else f" (after holding out {holdout.n_samples} test rows)"
+    )
+    if train.n_samples < n_machines:
+        raise ConfigError(
+            f"{train.n_samples} training rows{held} cannot be split over {n_machines} machines"
+        )
+    if config.shard_sizes is not None and (
+        len(config.shard_sizes) != n_machines or sum(config.shard_sizes) != train.n_samples
+    ):
+        raise ConfigError(
+            f"--shard-sizes gives {len(config.shard_sizes)} sizes summing to "
+            f"{sum(config.shard_sizes)}; need {n_machines} sizes summing to the "
+            f"{train.n_samples} training rows{held}"
+        )
+    weights = group_weights(train.groups, config.group_weights)
+    parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
+    shards = [
+        RawShard(
+            np.ascontiguousarray(train.X[idx]),
+            train.y[idx].copy(),
+            train.n_samples,
+            train.groups,
+            weights,
+            config.seed,
+        )
+        for idx in parts
+    ]
+    evaluation, event = public_test, None
+    if holdout is not None:
+        evaluation, event = _randomized_holdout(holdout, config, n_machines)
+    public = PublicSetUp(train.groups, weights, evaluation, event, "split by rank 0")
+    holdout_raw = holdout.y if holdout is not None and config.oracle_output else None
+    return SetUp(shards, public, holdout_raw)
+
+
+def data_per_machine(config: RunConfig) -> bool:
+    """``--data 'shard-{rank}.npz'``: every machine loads its own file."""
+    return config.data is not None and RANK_PLACEHOLDER in config.data
+
+
+def load_own_shard(config: RunConfig, rank: int) -> GroupData:
+    """Machine ``rank``'s own rows, from ``--data`` with {rank} replaced by its rank."""
+    return load_dataset(
+        config.data.replace(RANK_PLACEHOLDER, str(rank)),
+        groups=config.groups,
+        labels=_labels(config),
+    )
+
+
+def check_shards_agree(rows: list[int], groups: list[list[int]]) -> None:
+    """All machines' files must describe the same columns and groups (ConfigError if not)."""
+    for j, g in enumerate(groups):
+        if len(g) != len(groups[0]):
+            raise ConfigError(
+                f"machine {j}'s data has {len(g)} columns, machine 0's has {len(groups[0])}"
+            )
+        if g != groups[0]:
+            raise ConfigError(f"machine {j}'s data has other column groups than machine 0's")
+
+
+def own_data_problem(config: RunConfig, groups: np.ndarray) -> SetUp:
+    """Rank 0's set-up when every machine loads its own shard: a public test file at most."""
+    public = PublicSetUp(
+        groups,
+        group_weights(groups, config.group_weights),
+        load_public_test(config, len(groups)),
+        None,
+        "each machine loaded its own file",
+    )
+    return SetUp(None, public, None)
+
+
+def shard_from_own_data(own: GroupData, n_total: int, config: RunConfig) -> RawShard:
+    return RawShard(
+        own.X,
+        own.y,
+        n_total,
+        own.groups,
+        group_weights(own.groups, config.group_weights),
+        config.seed,
+    )
