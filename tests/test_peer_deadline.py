@@ -94,7 +94,9 @@ def test_cli_inprocess_stops_with_exit_5(tmp_path: Path) -> None:
 @pytest.mark.mpi_launch
 def test_mpi_every_rank_ends_and_none_is_left(tmp_path: Path) -> None:
     done, wall, out = _stalled_job(tmp_path, 5)
-    assert done.returncode == 5, done.stderr
+    # every rank that stops says 5; mpiexec reports 9 instead when it had to SIGKILL the
+    # stalled rank itself (which of the two it reports first is a race inside hydra)
+    assert done.returncode in (5, 9), done.stderr
     # paper5's neighbours of machine 2 name it; machines further away stop, told or timed out
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("dpnet: machine")]
     assert any("no message from neighbour 2 in round 5" in ln for ln in lines), done.stderr
