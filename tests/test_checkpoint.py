@@ -16,7 +16,16 @@ from tests.launch import run_job
 COMMON = ["--seed", "7", "--n-samples", "600", "--n-test", "200", "--tol", "1e-14", "--quiet"]
 ROUNDS = ["--max-rounds", "90"]
 # what must not change when a run is resumed (times do: they are each process's own)
-SAME = ("coef", "intercept", "rounds", "stop_reason", "objective", "history", "test_accuracy")
+SAME = (
+    "coef",
+    "intercept",
+    "rounds",
+    "stop_reason",
+    "objective",
+    "history",
+    "test_accuracy",
+    "privacy",
+)
 
 
 def _job(tmp_path: Path, name: str, *extra: str, n_ranks: int | None = None, env=None):  # noqa: ANN001, ANN202
