@@ -34,5 +34,8 @@ if (( np < 1 )); then
     exit 2
 fi
 
-exec "$venv/bin/mpiexec" -launcher ssh -f "$hostfile" -n "$np" \
+# watched-mpiexec.sh: mpiexec, stopped (exit code 5) when it would wait for ever for a host
+# whose link died or a rank that stalled (the ranks themselves stop by --peer-timeout)
+here="$(dirname "$(readlink -f "$0")")"
+PATH="$venv/bin:$PATH" exec "$here/watched-mpiexec.sh" -launcher ssh -f "$hostfile" -n "$np" \
     "$venv/bin/python" -m mpi4py -m dpnet.run "$@"

@@ -21,6 +21,7 @@
 #   DPNET_SSH            ssh client command (hydra's -launcher-exec too)   default ssh
 #   DPNET_LOST_HOST_GRACE  seconds mpiexec may wait with no child process left (a host whose
 #                        link died) before it is stopped, exit code 5        default 3
+#                        (see watched-mpiexec.sh)
 # Results are created with umask 022: readable by everyone who can read the directory.
 set -euo pipefail
 
@@ -30,9 +31,10 @@ output="${DPNET_OUTPUT:-/results/result.json}"
 wait_seconds="${DPNET_WAIT_SECONDS:-60}"
 sshd_config="${DPNET_SSHD_CONFIG:-/etc/ssh/sshd_config}"
 ssh_cmd="${DPNET_SSH:-ssh}"
-lost_grace="${DPNET_LOST_HOST_GRACE:-3}"
-peer_timeout="${DPNET_PEER_TIMEOUT:-60}" # dpnet.run's default --peer-timeout
-peer_timeout=$((${peer_timeout%%.*} + 1))  # whole seconds, rounded up
+here="$(dirname "$(readlink -f "$0")")"
+# next to this script in a checkout; installed beside it as dpnet-watched-mpiexec in the image
+watched_mpiexec="$here/watched-mpiexec.sh"
+[[ -x "$watched_mpiexec" ]] || watched_mpiexec="$here/dpnet-watched-mpiexec"
 umask 022
 
 # wait_for_hosts: every host of the hostfile but this one accepts ssh, within wait_seconds
@@ -73,60 +75,18 @@ launcher)
         peer=(--peer-timeout "$DPNET_PEER_TIMEOUT")
     fi
     # In the background, so that this shell can forward Ctrl-C / `docker stop` (SIGINT: every
-    # machine stops at its next exchange, exit code 130), stop a stuck mpiexec, and give the
-    # results to DPNET_RESULTS_UID afterwards.
-    mpiexec -launcher ssh -launcher-exec "$ssh_cmd" -f "$hostfile" -n "$np" \
+    # machine stops at its next exchange) and give the results to DPNET_RESULTS_UID afterwards;
+    # watched-mpiexec.sh stops an mpiexec that waits for a lost host or rank (exit code 5).
+    "$watched_mpiexec" -launcher ssh -launcher-exec "$ssh_cmd" \
+        -f "$hostfile" -n "$np" \
         python -m mpi4py -m dpnet.run --output "$output" "${peer[@]}" "$@" &
     job=$!
     trap 'kill -INT "$job" 2>/dev/null || true' INT TERM
-    # hydra's mpiexec can wait forever: for the proxy of a host whose link died (its control
-    # connection never closes), or for a rank that stalled while its neighbours stopped.
-    # Its children are the local proxy (rank 0's host) and one ssh client per other host;
-    # ssh gives up on a silent host (ServerAliveInterval) and every live rank ends within the
-    # peer deadline once a neighbour is lost (--peer-timeout). So mpiexec is stopped (exit code
-    # 5: a machine was lost, no estimate) when it has had no child for lost_grace seconds, or
-    # when the local ranks ended more than peer_timeout + lost_grace seconds ago.
-    ticks=0 # half seconds
-    idle_since=-1
-    local_done_since=-1
-    lost=0
-    while kill -0 "$job" 2>/dev/null; do
-        sleep 0.5
-        ticks=$((ticks + 1))
-        children=$(cat "/proc/$job/task/$job/children" 2>/dev/null) || continue
-        if [[ -z "$children" ]]; then
-            ((idle_since >= 0)) || idle_since=$ticks
-        else
-            idle_since=-1
-        fi
-        proxy=0
-        for child in $children; do
-            [[ "$(cat "/proc/$child/comm" 2>/dev/null)" != hydra_pmi_prox* ]] || proxy=1
-        done
-        if ((proxy)); then
-            local_done_since=-1
-        elif ((local_done_since < 0)); then
-            local_done_since=$ticks
-        fi
-        if { ((idle_since >= 0 && ticks - idle_since >= 2 * lost_grace)); } ||
-            { ((local_done_since >= 0 && ticks - local_done_since >= 2 * (peer_timeout + lost_grace))); }; then
-            echo "entrypoint: mpiexec still waits for a lost host or rank: stopping it (exit code 5)" >&2
-            lost=1
-            kill -TERM "$job" 2>/dev/null || true
-            for _ in 1 2 3 4 5 6 7 8 9 10; do
-                kill -0 "$job" 2>/dev/null || break
-                sleep 0.2
-            done
-            # shellcheck disable=SC2086  # one pid per word; the ssh clients end their sessions
-            kill -KILL "$job" $children 2>/dev/null || true
-            break
-        fi
-    done
     status=0
-    wait "$job" || status=$?
-    if ((lost)); then
-        status=5
-    fi
+    while true; do # a trapped signal interrupts wait: wait again until the job has ended
+        wait "$job" && status=0 || status=$?
+        kill -0 "$job" 2>/dev/null || break
+    done
     if [[ -n "${DPNET_RESULTS_UID:-}" ]]; then
         chown "$DPNET_RESULTS_UID" "$(dirname "$output")"
         [[ ! -e "$output" ]] || chown "$DPNET_RESULTS_UID" "$output"

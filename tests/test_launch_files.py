@@ -21,7 +21,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch"
-SCRIPTS = ["local.sh", "cluster.sh", "entrypoint.sh", "slurm.sbatch", "netns-demo.sh"]
+SCRIPTS = [
+    "local.sh",
+    "cluster.sh",
+    "entrypoint.sh",
+    "watched-mpiexec.sh",
+    "slurm.sbatch",
+    "netns-demo.sh",
+]
 
 
 def _slots(path: Path) -> list[tuple[str, int]]:
@@ -103,7 +110,8 @@ def test_dockerfile_facts() -> None:
 def test_entrypoint_launch_command() -> None:
     text = (LAUNCH / "entrypoint.sh").read_text()
     assert re.search(
-        r'mpiexec -launcher ssh -launcher-exec "\$ssh_cmd" -f "\$hostfile" -n "\$np" \\\n'
+        r'"\$watched_mpiexec" -launcher ssh -launcher-exec "\$ssh_cmd" \\\n'
+        r'\s+-f "\$hostfile" -n "\$np" \\\n'
         r'\s+python -m mpi4py -m dpnet.run --output "\$output" "\$\{peer\[@\]\}" "\$@" &',
         text,
     )
@@ -196,3 +204,36 @@ def test_netns_demo_help_and_refusals(tmp_path: Path) -> None:
     # the hosts use the compose hostfile and the image's entrypoint, MPI is forced onto TCP
     assert "hostfile.compose" in text and "entrypoint.sh" in text
     assert "UCX_TLS=tcp,self" in text
+
+
+def _fake_mpiexec(tmp_path: Path, body: str) -> dict[str, str]:
+    """PATH with an `mpiexec` that runs ``body`` (bash) instead of starting any rank."""
+    fake = tmp_path / "bin" / "mpiexec"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/usr/bin/env bash\n{body}\n")
+    fake.chmod(0o755)
+    return {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_watched_mpiexec_passes_mpiexecs_exit_code(tmp_path: Path) -> None:
+    env = _fake_mpiexec(tmp_path, 'echo "args: $*"; exit 3')
+    proc = subprocess.run(
+        [str(LAUNCH / "watched-mpiexec.sh"), "-n", "5", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 3 and proc.stdout == "args: -n 5 x\n"
+
+
+def test_watched_mpiexec_stops_an_mpiexec_left_waiting_for_a_lost_host(tmp_path: Path) -> None:
+    """An mpiexec with no child left (its ssh clients gave up on a cut link) that does not end
+    by itself is stopped after DPNET_LOST_HOST_GRACE seconds, exit code 5."""
+    env = {**_fake_mpiexec(tmp_path, "exec sleep 600"), "DPNET_LOST_HOST_GRACE": "1"}
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(LAUNCH / "watched-mpiexec.sh")], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 5, proc.stderr
+    assert "waits for a lost host or rank" in proc.stderr
+    assert time.monotonic() - start < 1 + 8  # the grace, then at most 2 s to stop it
