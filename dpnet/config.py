@@ -10,6 +10,7 @@ from typing import Any
 from dpnet import __version__
 from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.cv import check_grid
 from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
@@ -21,6 +22,13 @@ def _int_list(text: str) -> tuple[int, ...]:
         return tuple(int(s) for s in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError("must be comma-separated integers") from None
+
+
+def _float_list(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(s) for s in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be comma-separated numbers") from None
 
 
 def _name_list(text: str) -> tuple[str, ...]:
@@ -85,6 +93,33 @@ class RunConfig:
         choices=("logistic", "unbiased"),
     )
     lam: float = _opt(_ADMM.lam, "lambda in (lambda/2) sum_g w_g ||b_g||", MODEL, type=float)
+    cv: int | None = _opt(
+        None,
+        "choose lambda by K-fold cross-validation carried out by the machines (K >= 2), then "
+        "fit all rows with the selected lambda (--lam is then not used)",
+        MODEL,
+        type=int,
+        metavar="K",
+    )
+    lam_grid: tuple[float, ...] | None = _opt(
+        None,
+        "the lambdas --cv tries, sorted (default: --n-lambdas values from lambda_max down to "
+        "--lambda-ratio * lambda_max, as glmnet)",
+        MODEL,
+        type=_float_list,
+        metavar="L,L,...",
+    )
+    n_lambdas: int = _opt(10, "--cv grid size when no --lam-grid is given", MODEL, type=int)
+    lambda_ratio: float = _opt(
+        0.01, "smallest / largest lambda of the --cv grid (no --lam-grid)", MODEL, type=float
+    )
+    cv_rule: str = _opt(
+        "min",
+        "--cv fits with lambda_min (smallest CV loss) or lambda_1se (largest lambda within "
+        "one standard error of it)",
+        MODEL,
+        choices=("min", "1se"),
+    )
     group_weights: str = _opt("ones", "w_g", MODEL, choices=("ones", "sqrt-size"))
     c: float = _opt(_ADMM.c, "ADMM penalty c (initial value)", MODEL, type=float)
     adapt_c: bool = _opt(
@@ -167,6 +202,9 @@ class RunConfig:
         metavar="FILE",
     )
     plot: str | None = _opt(None, "convergence figure (PNG, PDF, SVG, ...) written by rank 0", RUN)
+    cv_plot: str | None = _opt(
+        None, "cross-validation curve (--cv) with standard errors, written by rank 0", RUN
+    )
     progress_every: int = _opt(50, "rounds between progress lines (on stderr)", RUN, type=int)
     baselines: tuple[str, ...] = _opt(
         (),
@@ -283,11 +321,30 @@ class RunConfig:
                 "data: a resumed run must rebuild the same shards (per-machine files, {rank} "
                 "in --data, need no seed)"
             )
+        self._validate_cv()
         LabelDomain.parse(self.labels)
         for name in self.baselines:
             if name not in BASELINES:
                 raise ConfigError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
         return self
+
+    def _validate_cv(self) -> None:
+        """--cv and its options (the rows per machine are checked once the data are split)."""
+        if self.cv is None:
+            for given, option in ((self.lam_grid, "--lam-grid"), (self.cv_plot, "--cv-plot")):
+                if given is not None:
+                    raise ConfigError(f"{option} needs --cv K")
+            return
+        if self.cv < 2:
+            raise ConfigError(f"--cv must be >= 2 folds, got {self.cv}")
+        if self.checkpoint or self.resume:
+            raise ConfigError("--cv cannot be combined with --checkpoint or --resume")
+        if self.lam_grid is not None:
+            check_grid(self.lam_grid)
+        if not 2 <= self.n_lambdas <= 1000:
+            raise ConfigError(f"--n-lambdas must lie in [2, 1000], got {self.n_lambdas}")
+        if not 0 < self.lambda_ratio < 1:
+            raise ConfigError(f"--lambda-ratio must lie in (0, 1), got {self.lambda_ratio}")
 
     def as_dict(self) -> dict:
         out = asdict(self)

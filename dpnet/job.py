@@ -6,7 +6,8 @@ The set-up before it is :mod:`dpnet.setup`; the release after it, :mod:`dpnet.re
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
+import sys
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,18 @@ from dpnet.checkpoint import Checkpointer, Resumed
 from dpnet.config import RunConfig
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import ADMMConfig
-from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.machine import MachineOutcome, fit_private_shard
+from dpnet.decentralized.boundary import PrivateShard, RawShard
+from dpnet.decentralized.cv import CVResult, assign_folds, cross_validate, fold_rng
+from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
 from dpnet.errors import ConfigError
+from dpnet.network.comm import TrafficStats
+
+
+@dataclass
+class JobOutcome(MachineOutcome):
+    """A machine's outcome in the main job: the fit's, plus its cross-validation (--cv)."""
+
+    cross_validation: CVResult | None = None
 
 
 def machine_rng(seed_entropy: int | None, rank: int, size: int) -> np.random.Generator:
@@ -55,10 +65,12 @@ def machine_main(
     graph: Any,
     on_progress: Any = None,
     resumed: Resumed | None = None,
-) -> MachineOutcome:
+) -> JobOutcome:
     """One machine of the main job: randomized response with its own stream (or, resumed,
-    the labels it randomized before), checkpoints if asked, then the ADMM rounds."""
+    the labels it randomized before), checkpoints if asked, with --cv the cross-validation
+    of lambda (on the randomized labels), then the ADMM rounds."""
     rng = machine_rng(raw.seed_entropy, comm.rank, comm.size)
+    folds_stream = fold_rng(rng) if config.cv else None
     p = config.keep_probability
     part = f"machine {comm.rank}"
     keep_oracle = config.oracle_output is not None
@@ -82,16 +94,73 @@ def machine_main(
             rng.bit_generator.state,
         )
     del raw  # nothing below may read the raw labels
-    return fit_private_shard(
+    admm = admm_config(config)
+    cv = None
+    if config.cv:
+        cv = machine_cross_validation(
+            comm, crossing[0], config, graph, admm, folds_stream, on_progress is not None
+        )
+        admm = replace(admm, lam=cv.selected)
+        comm.stats = TrafficStats()  # the final fit's counters start at zero, as without --cv
+    outcome = fit_private_shard(
         comm,
         *crossing,
         keep_prob=p,
         loss=config.loss,
-        admm=admm_config(config),
+        admm=admm,
         graph=graph,
         on_progress=on_progress,
         start_state=None if resumed is None else resumed.state,
         on_round=on_round,
+    )
+    return JobOutcome(outcome.release, outcome.oracle, cv)
+
+
+def machine_cross_validation(
+    comm: Any,
+    shard: PrivateShard,
+    config: RunConfig,
+    graph: Any,
+    admm: ADMMConfig,
+    rng: np.random.Generator,
+    verbose: bool,
+) -> CVResult:
+    """``--cv K`` on one machine: its own folds (``rng``: its fold stream), the network's CV
+    curve and selected lambda, from its randomized shard only; rank 0 prints a line per fold
+    when ``verbose``."""
+    data, groups = local_problem(
+        shard,
+        lam=admm.lam,
+        loss=config.loss,
+        keep_prob=config.keep_probability,
+        n_machines=comm.size,
+    )
+
+    def on_fold(fold: int, rounds: np.ndarray, reasons: tuple[str, ...]) -> None:
+        if verbose and comm.rank == 0:
+            unconverged = sum(r != "converged" for r in reasons)
+            print(
+                f"cv fold {fold + 1}/{config.cv}: {len(rounds)} lambdas, {int(rounds.sum())} "
+                f"rounds" + (f", {unconverged} not converged" if unconverged else ""),
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return cross_validate(
+        comm,
+        graph,
+        data,
+        groups.grp_ptr,
+        groups.grp_indices,
+        shard.group_weights,
+        assign_folds(len(shard.y), config.cv, rng),
+        config.cv,
+        admm,
+        grid=config.lam_grid,
+        n_lambdas=config.n_lambdas,
+        ratio=config.lambda_ratio,
+        rule=config.cv_rule,
+        on_fold=on_fold,
     )
 
 

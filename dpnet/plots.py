@@ -47,3 +47,29 @@ def plot_convergence(report: dict[str, Any], path: str | Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_cross_validation(report: dict[str, Any], path: str | Path) -> None:
+    """The CV curve of ``--cv``: mean validation loss per lambda (log scale) with +-1 standard
+    error bars, lambda_min and lambda_1se marked; from the released report only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cv = report["cross_validation"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.errorbar(cv["grid"], cv["mean"], yerr=cv["standard_error"], fmt="o-", ms=3, capsize=3)
+    ax.axvline(cv["lambda_min"], ls="--", color="C1", label=f"lambda_min {cv['lambda_min']:.3g}")
+    ax.axvline(cv["lambda_1se"], ls=":", color="C2", label=f"lambda_1se {cv['lambda_1se']:.3g}")
+    ax.set_xscale("log")
+    ax.set(
+        xlabel="lambda",
+        ylabel="validation loss per row (randomized labels)",
+        title=f"{cv['K']}-fold cross-validation, {report['n_machines']} machines",
+    )
+    ax.legend()
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

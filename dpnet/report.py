@@ -16,11 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from dp_accounting import dp_event
 
 from dpnet.config import RunConfig
 from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ProgressRecord
-from dpnet.decentralized.machine import MachineRelease, consensus_model, label_privacy_ledger
+from dpnet.decentralized.cv import CVResult
+from dpnet.decentralized.machine import (
+    RR_PROTECTS,
+    RR_RELATION,
+    MachineRelease,
+    consensus_model,
+    label_privacy_ledger,
+)
 from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
 from dpnet.penalties.group import group_norms, group_penalty, groups_from_labels
@@ -45,6 +53,7 @@ RELEASE_NOTE = (
     "inputs (features, parameters, files declared public, the graph) and of the "
     "randomized labels only"
 )
+CV_LEDGER_NOTE = "cross-validation: post-processing of the randomized labels, no extra privacy cost"
 FILE_MODE = 0o644
 
 
@@ -103,9 +112,13 @@ def build_report(
     wall_seconds: float,
     backend: str,
     baselines: dict[str, Any] | None = None,
+    cross_validation: list[CVResult] | None = None,
 ) -> dict[str, Any]:
-    """Rank 0: the results file's content (see README, "Results file")."""
+    """Rank 0: the results file's content (see README, "Results file"); with
+    ``cross_validation`` (every machine's CVResult, --cv) the fit's lambda is the selected one."""
     results = [r.result for r in releases]
+    cv = None if cross_validation is None else cross_validation[0]
+    lam = config.lam if cv is None else cv.selected
     J = len(results)
     z_all = np.stack([r.z for r in results])
     theta_all = np.stack([r.theta for r in results])
@@ -114,9 +127,17 @@ def build_report(
     # a group counts as selected above a relative 1e-6: ADMM zeros are exact only in the limit
     norms = group_norms(coef, grp_ptr, grp_indices)
     selected = np.flatnonzero(norms > SELECT_RTOL * max(1.0, float(np.linalg.norm(coef))))
-    penalty = 0.5 * config.lam * group_penalty(coef, grp_ptr, grp_indices, public.group_weights)
+    penalty = 0.5 * lam * group_penalty(coef, grp_ptr, grp_indices, public.group_weights)
     noisy_objective = float(sum(r.local_objective for r in results) + penalty)
     ledger = label_privacy_ledger(releases, public.holdout_event)
+    if cv is not None:
+        ledger.record(
+            dp_event.NoOpDpEvent(),
+            label=CV_LEDGER_NOTE,
+            relation=RR_RELATION,
+            protects=RR_PROTECTS,
+            guarantee="post-processing",
+        )
     accuracy = (
         None
         if public.evaluation is None or not public.evaluation.n_samples
@@ -166,6 +187,31 @@ def build_report(
         "history": [vars(h) for h in results[0].history],
         "baselines": baselines or {},
         "n_machines": J,
+        **({} if cross_validation is None else {"cross_validation": _cv_block(cross_validation)}),
+    }
+
+
+def _cv_block(parts: list[CVResult]) -> dict[str, Any]:
+    """The network's CV curve (every machine holds the same; rank 0's is reported) and each
+    machine's CV traffic."""
+    cv = parts[0]
+    return {
+        "K": int(len(cv.fold_sizes)),
+        "fold_sizes": cv.fold_sizes.tolist(),
+        "loss": "validation loss per row: the training loss on the randomized labels",
+        "grid": cv.grid.tolist(),
+        "grid_source": cv.grid_source,
+        "mean": cv.mean.tolist(),
+        "standard_error": cv.se.tolist(),
+        "fold_losses": cv.fold_losses.tolist(),
+        "lambda_min": cv.lambda_min,
+        "lambda_1se": cv.lambda_1se,
+        "rule": cv.rule,
+        "lambda_selected": cv.selected,
+        "rounds": cv.rounds.tolist(),
+        "fits_not_converged": int(sum(r != "converged" for fold in cv.stop_reasons for r in fold)),
+        "machines": [{"rank": j, **part.traffic} for j, part in enumerate(parts)],
+        "privacy": CV_LEDGER_NOTE,
     }
 
 
@@ -176,6 +222,7 @@ def check_output_paths(config: RunConfig) -> None:
         "--output": config.output,
         "--oracle-output": config.oracle_output,
         "--plot": config.plot,
+        "--cv-plot": config.cv_plot,
     }
     given = [(option, Path(path)) for option, path in outputs.items() if path]
     for i, (option, path) in enumerate(given):
@@ -190,14 +237,16 @@ def check_output_paths(config: RunConfig) -> None:
             raise ConfigError(f"{option} {path}: {ancestor} is not a directory")
         if not os.access(ancestor, os.W_OK | os.X_OK):
             raise ConfigError(f"{option} {path}: no permission to write in {ancestor}")
-    if config.plot:
+    for option, plot in (("--plot", config.plot), ("--cv-plot", config.cv_plot)):
+        if not plot:
+            continue
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         formats = FigureCanvasAgg.get_supported_filetypes()
-        suffix = Path(config.plot).suffix.lower().lstrip(".")
+        suffix = Path(plot).suffix.lower().lstrip(".")
         if suffix not in formats:
             raise ConfigError(
-                f"--plot {config.plot}: unknown image format {suffix!r}; use "
+                f"{option} {plot}: unknown image format {suffix!r}; use "
                 f"one of {', '.join(sorted(formats))}"
             )
 
@@ -248,6 +297,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"({report['backend']}), {report['rounds']} rounds, stop: {report['stop_reason']}",
         f"  objective (randomized labels) {report['objective']['on_randomized_labels']:.6f}, "
         f"test accuracy {_accuracy_text(report['test_accuracy'])}",
+        *_cv_lines(report.get("cross_validation")),
         f"  selected groups {report['selected_groups']}",
         f"  max consensus gap {report['max_consensus_gap']:.2e}, "
         f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round "
@@ -260,6 +310,24 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"{_ledger_total(b.get('ledger', {}))}"
             for name, b in report["baselines"].items()
         ),
+    ]
+
+
+def _cv_lines(cv: dict[str, Any] | None) -> list[str]:
+    if cv is None:
+        return []
+    i_min, i_1se = cv["grid"].index(cv["lambda_min"]), cv["grid"].index(cv["lambda_1se"])
+    return [
+        f"  cross-validation ({cv['K']}-fold, {len(cv['grid'])} lambdas): lambda_min "
+        f"{cv['lambda_min']:.6g} (CV loss {cv['mean'][i_min]:.6f} +- "
+        f"{cv['standard_error'][i_min]:.6f}), lambda_1se {cv['lambda_1se']:.6g} "
+        f"({cv['mean'][i_1se]:.6f}); fitted with lambda_{cv['rule']} = "
+        f"{cv['lambda_selected']:.6g}"
+        + (
+            f" ({cv['fits_not_converged']} CV fits stopped before --tol)"
+            if cv["fits_not_converged"]
+            else ""
+        )
     ]
 
 

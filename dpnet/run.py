@@ -16,15 +16,17 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import networkx as nx
 
 from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig, parse_config
-from dpnet.decentralized.machine import MachineOutcome, consensus_model
+from dpnet.decentralized.cv import check_fold_counts
+from dpnet.decentralized.machine import consensus_model
 from dpnet.errors import DpnetError, TopologyError
-from dpnet.job import check_checkpoint_dir, machine_main, resume_machine
+from dpnet.job import JobOutcome, check_checkpoint_dir, machine_main, resume_machine
 from dpnet.network.comm import PeerFault
 from dpnet.network.topology import build_topology, describe_topology, validate_topology
 from dpnet.privacy.ledger import PrivacyLedger
@@ -96,7 +98,7 @@ def _finish(
     config: RunConfig,
     graph: nx.Graph,
     setup: SetUp,
-    outcomes: list[MachineOutcome],
+    outcomes: list[JobOutcome],
     wall: float,
     backend: str,
 ) -> int:
@@ -104,16 +106,26 @@ def _finish(
     baselines = run_baselines(config) if config.baselines else None
     releases = [o.release for o in outcomes]
     report = build_report(
-        config, describe_topology(graph), setup.public, releases, wall, backend, baselines
+        config,
+        describe_topology(graph),
+        setup.public,
+        releases,
+        wall,
+        backend,
+        baselines,
+        [o.cross_validation for o in outcomes] if config.cv else None,
     )
     if config.oracle_output:
         from dpnet.oracle import build_oracle_report
 
         coef, intercept = consensus_model(releases)
+        fitted = config  # the oracle's objective uses the fit's lambda: with --cv, the selected
+        if config.cv:
+            fitted = replace(config, lam=report["cross_validation"]["lambda_selected"])
         write_json_atomic(
             config.oracle_output,
             build_oracle_report(
-                config,
+                fitted,
                 setup.public,
                 [o.oracle for o in outcomes],
                 coef,
@@ -133,21 +145,29 @@ def _finish(
             file=sys.stderr,
             flush=True,
         )
-    if config.plot:
-        from dpnet.plots import plot_convergence
+    from dpnet.plots import plot_convergence, plot_cross_validation
 
+    for path, draw in ((config.plot, plot_convergence), (config.cv_plot, plot_cross_validation)):
+        if not path:
+            continue
         try:
-            plot_convergence(report, config.plot)
+            draw(report, path)
         except (OSError, ValueError, RuntimeError) as exc:
             kept = f"results in {config.output}" if config.output else "summary above"
             print(
-                f"dpnet: error: the plot {config.plot} could not be written "
+                f"dpnet: error: the plot {path} could not be written "
                 f"({type(exc).__name__}: {exc}); the run itself finished ({kept})",
                 file=sys.stderr,
                 flush=True,
             )
             return EXIT_PLOT_FAILED
     return _exit_code(report["stop_reason"])
+
+
+def check_cv_rows(config: RunConfig, rows: list[int]) -> None:
+    """``--cv K`` needs K <= every machine's row count (ConfigError before round 1)."""
+    if config.cv:
+        check_fold_counts(config.cv, rows)
 
 
 def _progress(config: RunConfig) -> Any:
@@ -166,12 +186,14 @@ def run_inprocess(config: RunConfig) -> int:
         if data_per_machine(config):
             own = [load_own_shard(config, j) for j in range(graph.number_of_nodes())]
             check_shards_agree([d.n_samples for d in own], [d.groups.tolist() for d in own])
+            check_cv_rows(config, [d.n_samples for d in own])
             setup = own_data_problem(config, own[0].groups)
             n_total = sum(d.n_samples for d in own)
             shards = [shard_from_own_data(d, n_total, config) for d in own]
         else:
             setup = prepare_problem(config, graph.number_of_nodes())
             shards = setup.shards
+            check_cv_rows(config, [s.X.shape[0] for s in shards])
         resumed = [None] * len(shards)
         if config.resume is not None:
             rounds = [available_rounds(config.resume, j) for j in range(len(shards))]
@@ -229,6 +251,7 @@ def run_mpi(config: RunConfig) -> int:
         if world.rank == 0:
             try:
                 setup = prepare_problem(config, world.size)
+                check_cv_rows(config, [s.X.shape[0] for s in setup.shards])
             except DpnetError as exc:
                 error = str(exc)
         if (error := world.agree(error)) is None:
@@ -299,6 +322,7 @@ def _own_shards(config: RunConfig, world: Any) -> tuple[Any, Any, str | None]:
     metas = world.allgather((own.n_samples, own.groups.tolist()))
     try:
         check_shards_agree([m[0] for m in metas], [m[1] for m in metas])
+        check_cv_rows(config, [m[0] for m in metas])
         if world.rank == 0:
             setup = own_data_problem(config, own.groups)
     except DpnetError as exc:
