@@ -163,12 +163,21 @@ def _dense_pmfs(pld: PLD) -> list:
     return [p.to_dense_pmf() for p in pmfs]
 
 
+def _span(pmf: object) -> int:
+    """Grid points between a PMF's smallest and largest loss, without densifying it."""
+    losses = getattr(pmf, "_loss_probs", None)
+    if losses is None:  # dense
+        return int(pmf.size)
+    return max(losses) - min(losses) + 1 if losses else 0
+
+
 def _composed_points(pld: PLD, times: int) -> float:
     """Grid points dp-accounting's dense self_compose allocates (its own Chernoff bounds);
     inf when those bounds cross (then its FFT would return an empty PMF)."""
-    pmfs = _dense_pmfs(pld)
     if times == 1:
-        return float(max(p.size for p in pmfs))
+        pmfs = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
+        return float(max(_span(p) for p in pmfs))
+    pmfs = _dense_pmfs(pld)
     sizes = []
     for p in pmfs:
         lo, hi = pld_common.compute_self_convolve_bounds(p._probs, times, _TAIL)
@@ -262,13 +271,28 @@ def event_pld(event: dp_event.DpEvent, max_points: int = PLD_MAX_POINTS) -> PLD 
     return _bounded(event, max_points)[0]
 
 
+_CACHE: dict[tuple[str, float, int], dict] = {}
+_CACHE_SIZE = 256
+
+
 def pld_accounting(event: dp_event.DpEvent, delta: float, max_points: int = PLD_MAX_POINTS) -> dict:
     """Pessimistic PLD epsilon of ``event`` at ``delta``, within the budget (module docstring).
 
     Returns {"pld_epsilon": float | None, "pld_discretization": float | None, "pld_note": str}:
     epsilon inf for a non-private release; None with a note when there is no PLD
     (fixed-size sampling) or it was skipped; the note also says when the grid was coarsened.
+    Answers are cached by the event's repr (attrs: every field): a fit repeated with the same
+    settings, as audits do thousands of times, is accounted once.
     """
+    key = (repr(event), float(delta), int(max_points))
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = _pld_accounting(event, delta, max_points)
+    return dict(_CACHE[key])
+
+
+def _pld_accounting(event: dp_event.DpEvent, delta: float, max_points: int) -> dict:
     if not 0.0 < float(delta) < 1.0:
         raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
     pld, info = _bounded(event, max_points)
