@@ -136,7 +136,9 @@ def fit_eval(
     }
 
 
-def data_sources(n_train: int, n_test: int, seed: int) -> dict[str, Callable[[int], Any]]:
+def data_sources(
+    n_train: int, n_test: int, seed: int, memset_path: Path = MEMSET_PATH
+) -> dict[str, Callable[[int], Any]]:
     """name -> (repeat -> (train, test)); MEMset only when its file is present."""
 
     def synthetic(rep: int) -> tuple[GroupData, GroupData]:
@@ -144,12 +146,12 @@ def data_sources(n_train: int, n_test: int, seed: int) -> dict[str, Callable[[in
         return (make_group_logistic(n_train, rng=rng), make_group_logistic(n_test, rng=rng))
 
     sources: dict[str, Callable[[int], Any]] = {}
-    if MEMSET_PATH.is_file():
+    if memset_path.is_file():
         sources["memset"] = lambda rep: load_memset(
-            MEMSET_PATH, rng=np.random.default_rng([seed, rep, 0])
+            memset_path, rng=np.random.default_rng([seed, rep, 0])
         )
     else:
-        print(f"MEMset not found at {MEMSET_PATH}: skipping it", flush=True)
+        print(f"MEMset not found at {memset_path}: skipping it", flush=True)
     sources["synthetic"] = synthetic
     return sources
 

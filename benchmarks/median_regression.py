@@ -65,10 +65,21 @@ def _irls_repeat(X, y, epsilon, cache, rng) -> np.ndarray:
     )
 
 
-def run(mode: str, out_dir: Path, seed: int = 0) -> list[dict]:
-    sizes, reps = MODES[mode]
+def run(
+    mode: str,
+    out_dir: Path,
+    seed: int = 0,
+    *,
+    sizes: tuple[int, ...] | None = None,
+    reps: int | None = None,
+    timings: list[dict] | None = None,
+) -> list[dict]:
+    """Fit every method at every (n, epsilon); ``sizes`` / ``reps`` override the mode's, and
+    the timing rows are appended to ``timings`` when given. Returns one row per fit."""
+    sizes = sizes or MODES[mode][0]
+    reps = reps or MODES[mode][1]
     rows: list[dict] = []
-    timings: list[dict] = []
+    timings = [] if timings is None else timings
     for n in sizes:
         rng = np.random.default_rng(seed + n)
         X, y = simulate_median_data(n, rng=rng)

@@ -94,9 +94,10 @@ def nonprivate_optimum(loss_name: str, X: np.ndarray, y: np.ndarray, lam: float)
     return res.x[:p] - res.x[p:]
 
 
-def datasets(cfg: dict, ipums: str | None, seed: int):
-    """(name, X, y, is_synthetic) for every data set of the run."""
-    directory = data_dir() / "adult"
+def datasets(cfg: dict, ipums: str | None, seed: int, data: Path | None = None):
+    """(name, X, y, is_synthetic) for every data set of the run (Adult under ``data``,
+    default data_dir())."""
+    directory = (data or data_dir()) / "adult"
     if "adult" in cfg["datasets"]:
         if (directory / "a9a.train.libsvm.gz").exists():
             Xtr, ytr, Xte, yte = load_adult(directory)
@@ -118,9 +119,9 @@ def datasets(cfg: dict, ipums: str | None, seed: int):
         yield "ipums", scale_rows(X, math.sqrt(X.shape[1])), y, False
 
 
-def run(cfg: dict, ipums: str | None, seed: int) -> list[dict]:
+def run(cfg: dict, ipums: str | None, seed: int, data: Path | None = None) -> list[dict]:
     rows: list[dict] = []
-    for name, X, y, synthetic in datasets(cfg, ipums, seed):
+    for name, X, y, synthetic in datasets(cfg, ipums, seed, data):
         losses = ("logistic",) if synthetic else cfg["losses"]
         for rep in range(cfg["repeats"]):
             perm = np.random.default_rng(seed + rep).permutation(len(y))
