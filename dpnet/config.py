@@ -121,7 +121,13 @@ class RunConfig:
         choices=("min", "1se"),
     )
     group_weights: str = _opt("ones", "w_g", MODEL, choices=("ones", "sqrt-size"))
-    c: float = _opt(_ADMM.c, "ADMM penalty c (initial value)", MODEL, type=float)
+    c: float | None = _opt(
+        _ADMM.c,
+        "initial ADMM penalty c (default: from the graph, 0.3 / (J + 2 * edges); "
+        "docs/algorithms.md)",
+        MODEL,
+        type=float,
+    )
     adapt_c: bool = _opt(
         _ADMM.adapt_c,
         "keep c fixed (default: network-wide residual balancing)",
@@ -131,9 +137,18 @@ class RunConfig:
     )
     alpha_z: float = _opt(_ADMM.alpha_z, "Z step size (1 = exact prox)", MODEL, type=float)
     theta_solver: str = _opt(
-        _ADMM.theta_solver, "theta step", MODEL, choices=("newton", "gradient")
+        _ADMM.theta_solver,
+        "theta step: exact (newton), or --beta-steps iterations of majorize-minimize "
+        "(majorized) or of gradient descent (gradient)",
+        MODEL,
+        choices=("newton", "majorized", "gradient"),
     )
-    beta_steps: int = _opt(_ADMM.beta_steps, "U, gradient theta solver only", MODEL, type=int)
+    beta_steps: int = _opt(
+        _ADMM.beta_steps,
+        "U: iterations per round of the majorized and gradient theta solvers",
+        MODEL,
+        type=int,
+    )
     beta_step_size: float = _opt(
         _ADMM.beta_step_size, "alpha_beta, gradient only", MODEL, type=float
     )
@@ -262,7 +277,10 @@ class RunConfig:
             raise ConfigError(f"--keep-prob must lie in (0.5, 1), got {self.keep_prob}")
         checks = [
             (0 < self.lam < math.inf, f"--lam must be finite and > 0, got {self.lam}"),
-            (0 < self.c < math.inf, f"--c must be finite and > 0, got {self.c}"),
+            (
+                self.c is None or 0 < self.c < math.inf,
+                f"--c must be finite and > 0, got {self.c}",
+            ),
             (0 < self.alpha_z <= 1, f"--alpha-z must lie in (0, 1], got {self.alpha_z}"),
             (self.max_rounds >= 1, f"--max-rounds must be >= 1, got {self.max_rounds}"),
             (0 < self.tol < 1, f"--tol must lie in (0, 1), got {self.tol}"),

@@ -78,7 +78,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         n_machines: int = DEFAULT_MACHINES,
         group_weights: str = "ones",
         loss: str = "logistic",
-        c: float = _ADMM.c,
+        c: float | None = _ADMM.c,
         adapt_c: bool = _ADMM.adapt_c,
         tol: float = _ADMM.tol,
         max_rounds: int = _ADMM.max_rounds,
@@ -161,7 +161,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         )
         for name in ("lam", "c", "tol"):
             value = getattr(self, name)
-            if not 0 < value < math.inf:
+            if not (name == "c" and value is None) and not 0 < value < math.inf:
                 raise ValueError(f"{name} must be finite and > 0, got {value}")
         group_labels, weights = self._group_labels(groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)

@@ -21,6 +21,7 @@ import numpy as np
 from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
+    MajorizedThetaStep,
     dual_update,
     local_objective,
     residuals,
@@ -36,6 +37,7 @@ from dpnet.penalties.group import group_penalty
 # change of c only restarts the transient
 ADAPT_FLOOR = 100.0
 STALL_SECONDS = 3600.0
+PENALTY_SCALE = 0.3  # kappa of the graph rule, measured in docs/algorithms.md
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class ADMMConfig:
     the estimator take theirs from here; docs/algorithms.md says why these values)."""
 
     lam: float = 0.1
-    c: float = 0.005
+    c: float | None = None  # initial penalty; None: from the graph (initial_penalty)
     adapt_c: bool = True
     adapt_every: int = 10
     adapt_max: int = 30
@@ -146,8 +148,22 @@ def network_decision(
     return None, 1.0
 
 
+def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
+    """The starting penalty c_0, from public graph facts only: the same float on every machine.
+
+    ``config.c`` if given; else c_0 = kappa / sum_j d_j = kappa / (J + 2|E|), kappa =
+    PENALTY_SCALE, where sum_j d_j (closed degrees) counts the consensus constraints
+    Z_j = theta_i. Machine j's theta step is then (c_0 d_j)-strongly convex against a local
+    loss f_j of size ~F/J: the proximal weight per machine follows its share of the objective
+    and its degree (docs/algorithms.md).
+    """
+    if config.c is not None:
+        return config.c
+    return PENALTY_SCALE / (graph.number_of_nodes() + 2 * graph.number_of_edges())
+
+
 def initial_state(comm: Communicator, dim: int, config: ADMMConfig, graph: nx.Graph) -> LoopState:
-    """Round 0: every iterate and dual copy zero, c at its configured start."""
+    """Round 0: every iterate and dual copy zero, c at :func:`initial_penalty`."""
     n_nbhd = len(comm.neighbours) + 1
     aggregator = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours).state()
     return LoopState(
@@ -157,7 +173,7 @@ def initial_state(comm: Communicator, dim: int, config: ADMMConfig, graph: nx.Gr
         np.zeros((n_nbhd, dim)),
         np.zeros((n_nbhd, dim)),
         np.zeros((n_nbhd, dim)),
-        config.c,
+        initial_penalty(config, graph),
         0,
         aggregator,
     )
@@ -194,6 +210,10 @@ def run_machine(
     stop_reason = "max_rounds"
     rounds = state.round
 
+    majorized = (
+        MajorizedThetaStep(data, config.beta_steps) if config.theta_solver == "majorized" else None
+    )
+
     def with_own(own: np.ndarray, received: np.ndarray) -> np.ndarray:
         return np.insert(received, own_pos, own, axis=0)
 
@@ -209,6 +229,8 @@ def run_machine(
             z_nbhd = with_own(z, comm.neighbour_exchange(z))
             if config.theta_solver == "newton":
                 theta = theta_update_newton(data, z_nbhd, v_in, theta, c)
+            elif config.theta_solver == "majorized":
+                theta = majorized(z_nbhd, v_in, theta, c)
             else:
                 theta = theta_update_gradient(
                     data,

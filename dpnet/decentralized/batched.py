@@ -40,7 +40,12 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from dpnet.decentralized.admm import ADMMConfig, ProgressRecord, network_decision
+from dpnet.decentralized.admm import (
+    ADMMConfig,
+    ProgressRecord,
+    initial_penalty,
+    network_decision,
+)
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.decentralized.termination import MESSAGE_SIZE, tree_plan
 from dpnet.losses.margin import MarginLoss
@@ -311,7 +316,7 @@ def run_batched(
     history: list[ProgressRecord] = []
     stop_reason = "max_rounds"
     rounds = 0
-    c = config.c
+    c = initial_penalty(config, graph)
     n_adapted = 0
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

@@ -186,6 +186,53 @@ def theta_update_newton(
     return theta
 
 
+class MajorizedThetaStep:
+    r"""Inexact theta step: ``n_steps`` majorize-minimize iterations from ``theta_prev``.
+
+    The loss's curvature bound L >= l'' gives the quadratic upper model of the subproblem with
+    the fixed Hessian B = (L/n) X~^T X~ + c d_j I; one iteration is
+    theta <- theta - B^{-1} grad(theta), and each one decreases the subproblem's objective. B
+    changes only with c, so it is factorized once per value of c: Cholesky of the
+    (p+1) x (p+1) matrix for tall shards, and for wide ones (n_j < p + 1) by Woodbury,
+    B^{-1} g = (1/rho) [g - X~^T (rho n/L I + X~ X~^T)^{-1} X~ g], rho = c d_j. An iteration
+    costs two products with X~ where a Newton iteration forms X~^T D X~ (docs/algorithms.md,
+    "Inexact theta steps").
+    """
+
+    def __init__(self, data: LocalData, n_steps: int) -> None:
+        self.data = data
+        self.n_steps = n_steps
+        X = data.X_aug
+        self.scale = data.loss.curvature_bound / data.n_total
+        self.wide = X.shape[0] < X.shape[1]
+        self.gram = X @ X.T if self.wide else X.T @ X
+        self._factor: tuple[float, tuple[np.ndarray, bool]] | None = None
+
+    def _solve(self, rho: float, grad: np.ndarray) -> np.ndarray:
+        if self._factor is None or self._factor[0] != rho:
+            shift = rho / self.scale if self.wide else rho
+            matrix = self.gram if self.wide else self.scale * self.gram
+            matrix = matrix + shift * np.eye(matrix.shape[0])
+            self._factor = (rho, cho_factor(matrix, lower=True, check_finite=False))
+        factor = self._factor[1]
+        if not self.wide:
+            return cho_solve(factor, grad, check_finite=False)
+        X = self.data.X_aug
+        return (grad - X.T @ cho_solve(factor, X @ grad, check_finite=False)) / rho
+
+    def __call__(
+        self, z_nbhd: np.ndarray, v_in: np.ndarray, theta_prev: np.ndarray, c: float
+    ) -> np.ndarray:
+        m = _prox_center(z_nbhd, v_in, c)
+        rho = c * z_nbhd.shape[0]
+        X, y, inv_n, loss = self.data.X_aug, self.data.y, 1.0 / self.data.n_total, self.data.loss
+        theta = theta_prev.copy()
+        for _ in range(self.n_steps):
+            grad = X.T @ (inv_n * y * loss.derivative(y * (X @ theta))) + rho * (theta - m)
+            theta = theta - self._solve(rho, grad)
+        return theta
+
+
 def theta_update_gradient(
     data: LocalData,
     z_nbhd: np.ndarray,

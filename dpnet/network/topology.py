@@ -245,12 +245,18 @@ def validate_topology(G: nx.Graph, n_ranks: int) -> nx.Graph:
     return clean
 
 
+def laplacian_spectrum(G: nx.Graph) -> np.ndarray:
+    """Eigenvalues 0 = mu_1 <= mu_2 <= ... <= mu_J of the Laplacian L = D - A, ascending
+    (dense ``eigvalsh``, deterministic)."""
+    L = nx.laplacian_matrix(G, nodelist=sorted(G.nodes)).toarray().astype(np.float64)
+    return np.linalg.eigvalsh(L)
+
+
 def algebraic_connectivity(G: nx.Graph) -> float:
-    """Second-smallest eigenvalue of the Laplacian L = D - A (dense ``eigvalsh``, deterministic)."""
+    """Second-smallest eigenvalue mu_2 of the Laplacian L = D - A."""
     if G.number_of_nodes() < 2:
         return 0.0
-    L = nx.laplacian_matrix(G, nodelist=sorted(G.nodes)).toarray().astype(np.float64)
-    return float(np.linalg.eigvalsh(L)[1])
+    return float(laplacian_spectrum(G)[1])
 
 
 def describe_topology(G: nx.Graph) -> dict[str, Any]:
