@@ -325,6 +325,51 @@ def fig3(cfg: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+CV_GRID = (0.3, 0.2, 0.15, 0.102, 0.08, 0.06, 0.04, 0.02)
+CV_N = 800
+
+
+def cv_selection(seed: int, timeout: float) -> dict[int, dict[str, Any]]:
+    """5-fold CV by the machines themselves (``--cv 5``) on the paper's synthetic design
+    (separable labels, n = CV_N) for J = 1 and J = 5 (paper5), on a grid holding the paper's
+    selected values 0.08 and 0.102: J -> the results' ``cross_validation`` block."""
+    out = {}
+    for J, topology in ((1, "complete"), (5, "paper5")):
+        argv = ["--n-samples", str(CV_N), "--label-rule", "threshold", "--n-test", "0"]
+        argv += ["--seed", str(seed), "--machines", str(J), "--topology", topology]
+        argv += ["--cv", "5", "--lam-grid", ",".join(map(str, CV_GRID)), "--tol", "1e-6"]
+        out[J] = run_job(argv, ranks=None, timeout=timeout)["cross_validation"]
+        print(f"CV J = {J}: lambda_min {out[J]['lambda_min']}", flush=True)
+    return out
+
+
+def cv_claims(cv: dict[int, dict[str, Any]]) -> list[dict[str, str]]:
+    """Rule: the paper's lambda for J lies within one standard error of the CV minimum."""
+    within, evidence = [], []
+    for J, (lam, _) in FIG3.items():
+        block = cv[J]
+        mean, se = np.array(block["mean"]), np.array(block["standard_error"])
+        best = int(np.argmin(mean))
+        at_paper = mean[block["grid"].index(lam)]
+        within.append(at_paper <= mean[best] + se[best])
+        evidence.append(
+            f"J={J}: CV loss {at_paper:.4f} at the paper's lambda {lam:g}, minimum "
+            f"{mean[best]:.4f} +- {se[best]:.4f} at lambda {block['grid'][best]:g}"
+        )
+    return [
+        claim(
+            "5-fold (distributed) cross-validation selects lambda = 0.08 (J = 1) and 0.102 (J = 5)",
+            "3.1, Figs. 1-2",
+            verdict_of(all(within)),
+            "; ".join(evidence)
+            + f". Grid {', '.join(map(str, CV_GRID))}, n = {CV_N}, separable labels, CV loss ="
+            " validation log-loss (the paper's CV criterion is not stated; with separable labels"
+            " the log-loss keeps falling as lambda shrinks). Rule: the paper's lambda within one"
+            " standard error of the minimum.",
+        )
+    ]
+
+
 def fig3_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for n in sorted({r["n"] for r in rows}):
@@ -794,6 +839,7 @@ def main() -> None:
 
     claims, _ = table1_claims(t1)
     claims += fig3_claims(f3)
+    claims += cv_claims(cv_selection(args.seed, args.timeout))
     hypothesis = ""
     if memset is not None:
         claims += fig5_claims(path_rows, 4208 / 8000)
@@ -815,12 +861,6 @@ def main() -> None:
             "a utility benchmark cannot test a DP guarantee; the guarantee holds for the "
             "labels only (features are used in the clear), per machine; see docs/privacy.md "
             "and tests/test_labels_rr.py",
-        ),
-        claim(
-            "5-fold (distributed) cross-validation selects lambda = 0.08 (J = 1) and 0.102 (J = 5)",
-            "3.1, Figs. 1-2",
-            NOT_TESTABLE,
-            "CV curves lost with the figures; the selected values are used as given in Fig. 3",
         ),
         claim(
             "Section 3.1.3: effectiveness of Algorithm 3 on the synthetic data",
