@@ -136,6 +136,13 @@ class RunConfig:
         action="store_false",
     )
     alpha_z: float = _opt(_ADMM.alpha_z, "Z step size (1 = exact prox)", MODEL, type=float)
+    relaxation: float = _opt(
+        _ADMM.relaxation,
+        "over-relaxation alpha in (0, 2) of the Z's in the theta and dual steps (1 = plain "
+        "ADMM; docs/algorithms.md)",
+        MODEL,
+        type=float,
+    )
     theta_solver: str = _opt(
         _ADMM.theta_solver,
         "theta step: exact (newton), or --beta-steps iterations of majorize-minimize "
@@ -282,6 +289,10 @@ class RunConfig:
                 f"--c must be finite and > 0, got {self.c}",
             ),
             (0 < self.alpha_z <= 1, f"--alpha-z must lie in (0, 1], got {self.alpha_z}"),
+            (
+                0 < self.relaxation < 2,
+                f"--relaxation must lie in (0, 2), got {self.relaxation}",
+            ),
             (self.max_rounds >= 1, f"--max-rounds must be >= 1, got {self.max_rounds}"),
             (0 < self.tol < 1, f"--tol must lie in (0, 1), got {self.tol}"),
             (

@@ -46,6 +46,7 @@ def admm_config(config: RunConfig) -> ADMMConfig:
         c=config.c,
         adapt_c=config.adapt_c,
         alpha_z=config.alpha_z,
+        relaxation=config.relaxation,
         theta_solver=config.theta_solver,
         beta_steps=config.beta_steps,
         beta_step_size=config.beta_step_size,

@@ -98,6 +98,17 @@ def test_unequal_shards_and_the_unbiased_loss_equal_the_round_loop():
     )
 
 
+@pytest.mark.parametrize("relaxation", [1.0, 1.8])
+def test_plain_and_other_relaxations_equal_the_round_loop(relaxation: float) -> None:
+    """alpha = 1 (plain ADMM, no relaxed copies) and a stronger over-relaxation."""
+    graph = build_topology("ring", 5)
+    _, shards, groups = _problem(5, 300)
+    config = ADMMConfig(lam=LAM, relaxation=relaxation, max_rounds=300)
+    _assert_equal_runs(
+        _round_loop(graph, shards, groups, config), run_batched(shards, groups, config, graph)
+    )
+
+
 def test_batched_theta_step_follows_each_machines_own_newton_sequence():
     """Starting points far and near the solution: different iteration and halving counts."""
     rng = np.random.default_rng(5)

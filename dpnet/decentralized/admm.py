@@ -53,6 +53,7 @@ class ADMMConfig:
     adapt_ratio: float = 10.0
     adapt_factor: float = 2.0
     alpha_z: float = 1.0
+    relaxation: float = 1.5  # over-relaxation alpha in (0, 2) (relaxed; docs/algorithms.md)
     theta_solver: str = "newton"
     beta_steps: int = 10
     beta_step_size: float = 0.4
@@ -148,6 +149,23 @@ def network_decision(
     return None, 1.0
 
 
+def relaxed(
+    z: np.ndarray, z_nbhd: np.ndarray, theta: np.ndarray, theta_nbhd: np.ndarray, alpha: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Over-relaxed copies of the Z's for this round's theta and dual steps (Boyd et al. 2011,
+    section 3.4.3), per edge: Z^_ij = alpha Z_i + (1 - alpha) theta_j^prev, with theta^prev
+    the iterates before this round's theta step. Returns (Z^ into this machine's theta: rows
+    Z^_ij for i in Nbar_j; Z^ of this machine's Z towards its neighbours' theta: rows Z^_ji).
+    Both ends of an edge compute Z^_ij from the same two numbers in the same order, so their
+    dual copies stay bitwise equal. alpha = 1 is the plain ADMM (the Z's themselves)."""
+    if alpha == 1.0:
+        return z_nbhd, z
+    return (
+        alpha * z_nbhd + (1.0 - alpha) * theta[None, :],
+        alpha * z[None, :] + (1.0 - alpha) * theta_nbhd,
+    )
+
+
 def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
     """The starting penalty c_0, from public graph facts only: the same float on every machine.
 
@@ -227,14 +245,15 @@ def run_machine(
         z = z_update(theta_nbhd, v_out, z_prev, c, groups, config.alpha_z)
         try:
             z_nbhd = with_own(z, comm.neighbour_exchange(z))
+            z_in, z_out = relaxed(z, z_nbhd, theta, theta_nbhd, config.relaxation)
             if config.theta_solver == "newton":
-                theta = theta_update_newton(data, z_nbhd, v_in, theta, c)
+                theta = theta_update_newton(data, z_in, v_in, theta, c)
             elif config.theta_solver == "majorized":
-                theta = majorized(z_nbhd, v_in, theta, c)
+                theta = majorized(z_in, v_in, theta, c)
             else:
                 theta = theta_update_gradient(
                     data,
-                    z_nbhd,
+                    z_in,
                     v_in,
                     theta,
                     c,
@@ -246,7 +265,7 @@ def run_machine(
             exc.round = t
             raise
         theta_nbhd = with_own(theta, received[:, :dim])
-        dual_update(v_out, v_in, z, z_nbhd, theta, theta_nbhd, c)
+        dual_update(v_out, v_in, z_out, z_in, theta, theta_nbhd, c)
 
         primal, dual = residuals(z, z_prev, theta_nbhd, c)
         norm = float(np.linalg.norm(theta))

@@ -325,9 +325,13 @@ def run_batched(
             z_prev = z
             z = z_update_batched(theta, V, z_prev, c, groups, edges, config.alpha_z)
             rho = c * edges.degree
-            center = edges.row_sum(z[edges.col] + V[edges.rev] / c) / edges.degree[:, None]
+            a = config.relaxation
+            z_edge = z[edges.row]  # Z_j on edge (j, i); over-relaxed as in admm.relaxed
+            if a != 1.0:
+                z_edge = a * z_edge + (1.0 - a) * theta[edges.col]
+            center = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
             theta = theta_update_newton_batched(data, center, rho, theta)
-            V += c * (z[edges.row] - theta[edges.col])
+            V += c * (z_edge - theta[edges.col])
 
             primal, dual = _residuals(z, z_prev, theta, c, edges)
             norm = np.linalg.norm(theta, axis=1)

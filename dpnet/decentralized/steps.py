@@ -264,8 +264,10 @@ def dual_update(
     theta_nbhd: np.ndarray,
     c: float,
 ) -> None:
-    """In place: V_ji += c (Z_j - theta_i) and V_ij += c (Z_i - theta_j) for i in Nbar_j."""
-    v_out += c * (z_own[None, :] - theta_nbhd)
+    """In place: V_ji += c (Z_j - theta_i) and V_ij += c (Z_i - theta_j) for i in Nbar_j.
+
+    ``z_own`` is Z_j, or one row per i (its over-relaxed copies, see admm.relaxed)."""
+    v_out += c * (np.atleast_2d(z_own) - theta_nbhd)
     v_in += c * (z_nbhd - theta_own[None, :])
 
 
