@@ -4,10 +4,12 @@ Every ``every`` rounds each machine writes ``DIR/machine-<rank>/round-<t>.npz`` 
 (a temporary file, then a rename; mode 0600) holding what it needs to continue bitwise: the
 round loop's :class:`~dpnet.decentralized.admm.LoopState` (iterates, both dual copies, c, the
 termination waves, the history), its randomized labels, its traffic counters and its random
-stream's state. Nothing of another machine, and never its raw labels: a resumed machine uses
-the labels it randomized before, so resuming is not a second release. The file also holds
-SHA-256 fingerprints of the machine's graph, settings and data (features and raw labels), to
-refuse a checkpoint of another run; it is as sensitive as the machine's data and stays with it.
+stream's state. Nothing of another machine, and nothing computed from its raw labels: a
+resumed machine uses the labels it randomized before, so resuming is not a second release.
+The file also holds SHA-256 fingerprints of the machine's graph, settings and data (its
+features and row layout: the inputs label-DP treats as public, never the raw labels), to refuse
+a checkpoint of another run. A checkpoint is thus inside the release boundary, like the results
+file; it holds the machine's features, so it stays with the machine.
 
 The two latest checkpoints are kept: a machine killed while writing round t leaves round
 t - every intact, and a resumed run starts from the latest round that every machine has.
@@ -62,9 +64,11 @@ def _sha256(*parts: bytes) -> str:
 def fingerprints(
     rank: int, graph: nx.Graph, settings: dict[str, Any], raw: RawShard
 ) -> dict[str, str]:
-    """What a checkpoint must match to be resumed: the graph, the settings, the machine's data."""
+    """What a checkpoint must match to be resumed: the graph, the settings, the machine's
+    features and row layout. Not the raw labels (the release boundary): a resumed machine
+    continues with the labels it randomized, whatever its raw labels are now."""
     edges = sorted(tuple(sorted((int(u), int(v)))) for u, v in graph.edges)
-    arrays = (raw.X, raw.y_raw, raw.group_labels, raw.group_weights)
+    arrays = (raw.X, raw.group_labels, raw.group_weights)
     return {
         "machine": str(rank),
         "graph": _sha256(json.dumps([graph.number_of_nodes(), edges]).encode()),
