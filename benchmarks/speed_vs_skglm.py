@@ -36,27 +36,14 @@ SKGLM_TOLS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-12)
 
 def skglm_times(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float, repeats: int):
     """{tol: (median seconds, objective)} of GroupProxNewton on (X, y) as in tests/reference.py."""
-    from reference import group_logistic_objective
-    from skglm.datafits import LogisticGroup
-    from skglm.penalties import WeightedGroupL2
+    from reference import group_logistic_objective, skglm_problem
     from skglm.solvers import GroupProxNewton
 
-    n, p = X.shape
-    labels = np.unique(groups)
-    order = np.argsort(groups, kind="stable")
-    counts = np.array([np.sum(groups == g) for g in labels])
-    grp_ptr = np.concatenate([[0], np.cumsum(counts), [p + 1]]).astype(np.int32)
-    grp_indices = np.concatenate([order, [p]]).astype(np.int32)
-    w = np.concatenate([np.ones(len(labels)), [0.0]])
-    X_aug = np.hstack([X, np.ones((n, 1))])
+    X_aug, datafit, penalty = skglm_problem(X, groups, lam)
 
     def solve(tol: float) -> np.ndarray:
-        return GroupProxNewton(tol=tol, max_iter=200, fit_intercept=False).solve(
-            X_aug,
-            y,
-            LogisticGroup(grp_ptr, grp_indices),
-            WeightedGroupL2(lam / 2, w, grp_ptr, grp_indices),
-        )[0]
+        solver = GroupProxNewton(tol=tol, max_iter=200, fit_intercept=False)
+        return solver.solve(X_aug, y, datafit, penalty)[0]
 
     out = {}
     with warnings.catch_warnings():

@@ -13,10 +13,12 @@ from skglm.penalties import WeightedGroupL2
 from skglm.solvers import GroupProxNewton
 
 
-def group_logistic_optimum(
-    X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float, weights: np.ndarray | None = None
-) -> np.ndarray:
-    """theta* = (beta*, b*) from skglm, solved to tol 1e-12."""
+def skglm_problem(
+    X: np.ndarray, groups: np.ndarray, lam: float, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, LogisticGroup, WeightedGroupL2]:
+    """(X with a ones column, datafit, penalty) of skglm for the group-lasso logistic problem:
+    one group per label of ``groups`` (weights ``weights``, default 1), an unpenalised
+    intercept group last, penalty (lam / 2) sum_g w_g ||beta_g||."""
     n, p = X.shape
     labels = np.unique(groups)
     order = np.argsort(groups, kind="stable")
@@ -26,14 +28,20 @@ def group_logistic_optimum(
     w = np.ones(len(labels)) if weights is None else np.asarray(weights, float)
     w = np.concatenate([w, [0.0]])
     X_aug = np.hstack([X, np.ones((n, 1))])
-    solver = GroupProxNewton(tol=1e-12, max_iter=200, fit_intercept=False)
-    theta = solver.solve(
+    return (
         X_aug,
-        y,
         LogisticGroup(grp_ptr, grp_indices),
         WeightedGroupL2(lam / 2, w, grp_ptr, grp_indices),
-    )[0]
-    return np.asarray(theta)
+    )
+
+
+def group_logistic_optimum(
+    X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """theta* = (beta*, b*) from skglm, solved to tol 1e-12."""
+    X_aug, datafit, penalty = skglm_problem(X, groups, lam, weights)
+    solver = GroupProxNewton(tol=1e-12, max_iter=200, fit_intercept=False)
+    return np.asarray(solver.solve(X_aug, y, datafit, penalty)[0])
 
 
 def group_logistic_objective(

@@ -121,6 +121,27 @@ def balance_penalty(primal: float, dual: float, ratio: float, factor: float) -> 
     return 1.0
 
 
+def record_progress(
+    complete: np.ndarray,
+    done_round: int,
+    config: ADMMConfig,
+    history: list[ProgressRecord],
+    on_progress: Callable[[ProgressRecord], None] | None,
+) -> ProgressRecord:
+    """The network statistics of ``done_round`` as a history record (every round: the
+    convergence plot reads them), shown every ``progress_every`` rounds; the round loop and
+    the batched simulator share it."""
+    record = ProgressRecord(done_round, float(complete[0]), float(complete[2]), float(complete[3]))
+    history.append(record)
+    if (
+        on_progress is not None
+        and config.progress_every
+        and done_round % config.progress_every == 0
+    ):
+        on_progress(record)
+    return record
+
+
 def network_decision(
     complete: np.ndarray, done_round: int, config: ADMMConfig, n_adapted: int
 ) -> tuple[str | None, float]:
@@ -283,18 +304,8 @@ def run_machine(
 
         complete = stats.network_stats(t)
         if complete is not None:
-            done_round = t - stats.plan.lag
-            record = ProgressRecord(
-                done_round, float(complete[0]), float(complete[2]), float(complete[3])
-            )
-            history.append(record)  # every round: the convergence plot reads it
-            if (
-                on_progress is not None
-                and config.progress_every
-                and (done_round % config.progress_every == 0)
-            ):
-                on_progress(record)
-            reason, factor = network_decision(complete, done_round, config, n_adapted)
+            record = record_progress(complete, t - stats.plan.lag, config, history, on_progress)
+            reason, factor = network_decision(complete, record.round, config, n_adapted)
             if reason is not None:
                 stop_reason = reason
                 break

@@ -45,6 +45,7 @@ from dpnet.decentralized.admm import (
     ProgressRecord,
     initial_penalty,
     network_decision,
+    record_progress,
 )
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.decentralized.termination import MESSAGE_SIZE, tree_plan
@@ -352,18 +353,8 @@ def run_batched(
             complete = pending.pop(t - lag, None)
             if complete is None:
                 continue
-            done_round = t - lag
-            record = ProgressRecord(
-                done_round, float(complete[0]), float(complete[2]), float(complete[3])
-            )
-            history.append(record)
-            if (
-                on_progress is not None
-                and config.progress_every
-                and (done_round % config.progress_every == 0)
-            ):
-                on_progress(record)
-            reason, factor = network_decision(complete, done_round, config, n_adapted)
+            record = record_progress(complete, t - lag, config, history, on_progress)
+            reason, factor = network_decision(complete, record.round, config, n_adapted)
             if reason is None and stop_when is not None and stop_when(record):
                 reason = "stop_when"
             if reason is not None:

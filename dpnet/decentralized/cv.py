@@ -242,14 +242,9 @@ def _fit(
     kept: list[LoopState | None] = [None]
 
     def keep(state: LoopState) -> None:
-        kept[0] = replace(
-            state,
-            theta=state.theta.copy(),
-            z=state.z.copy(),
-            theta_nbhd=state.theta_nbhd.copy(),
-            v_out=state.v_out.copy(),
-            v_in=state.v_in.copy(),
-        )
+        # theta, z and theta_nbhd are new arrays every round; only the dual copies are
+        # updated in place
+        kept[0] = replace(state, v_out=state.v_out.copy(), v_in=state.v_in.copy())
 
     result = run_machine(comm, data, groups, config, graph, None, start_state=start, on_round=keep)
     return result, kept[0]

@@ -74,17 +74,24 @@ class MPICommunicator:
             for k, v in enumerate(self.neighbours)
         ]
         sends = [self.graph_comm.Isend(buf, dest=v, tag=DATA_TAG) for v in self.neighbours]
-        deadline = time.monotonic() + self.peer_timeout
-        while not MPI.Request.Testall(receives + sends):
-            self._check_stop_notes()
-            if time.monotonic() > deadline:
-                late = [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
-                silent = late[0] if late else self.neighbours[0]
-                self._send_stop_notes(origin=self.rank, silent=silent, skip=None)
-                raise PeerSilent(self.rank, silent, self.peer_timeout)
-            time.sleep(POLL_SECONDS)
+        if not self._wait_within_deadline(receives + sends):
+            late = [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
+            silent = late[0] if late else self.neighbours[0]
+            self._send_stop_notes(origin=self.rank, silent=silent, skip=None)
+            raise PeerSilent(self.rank, silent, self.peer_timeout)
         self.stats.stop(len(self.neighbours), buf.nbytes)
         return out
+
+    def _wait_within_deadline(self, requests: list[MPI.Request]) -> bool:
+        """Complete ``requests`` politely (sleeping between Tests), watching for stop notes;
+        False if ``peer_timeout`` seconds pass first."""
+        deadline = time.monotonic() + self.peer_timeout
+        while not MPI.Request.Testall(requests):
+            self._check_stop_notes()
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_SECONDS)
+        return True
 
     def _check_stop_notes(self) -> None:
         for k, request in enumerate(self._stop_requests):
@@ -105,13 +112,8 @@ class MPICommunicator:
             time.sleep(POLL_SECONDS)
 
     def gather_to_root(self, obj: Any) -> list[Any] | None:
-        request = self.world.Ibarrier()
-        deadline = time.monotonic() + self.peer_timeout
-        while not request.Test():
-            self._check_stop_notes()
-            if time.monotonic() > deadline:
-                raise PeerSilent(self.rank, None, self.peer_timeout)
-            time.sleep(POLL_SECONDS)
+        if not self._wait_within_deadline([self.world.Ibarrier()]):
+            raise PeerSilent(self.rank, None, self.peer_timeout)
         return self.world.gather(obj, root=0)
 
     def free(self) -> None:
