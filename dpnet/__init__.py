@@ -7,9 +7,11 @@ only when an MPI run asks for it. Estimators are loaded lazily on first access.
 from __future__ import annotations
 
 import importlib
+import time
 from typing import Any
 
 __version__ = "0.1.0"
+IMPORTED_AT = time.perf_counter()  # a run's start-up is timed from here (report: startup)
 
 _LAZY = {
     "DecentralizedGroupLassoLogistic": "dpnet.estimators",

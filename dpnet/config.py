@@ -14,7 +14,7 @@ from dpnet.decentralized.cv import check_grid
 from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
-from dpnet.privacy.mechanisms import keep_prob_from_epsilon
+from dpnet.privacy.binary_rr import keep_prob_from_epsilon
 
 
 def _int_list(text: str) -> tuple[int, ...]:

@@ -32,7 +32,7 @@ from dpnet.network.topology import (
     validate_topology,
 )
 from dpnet.penalties.group import group_penalty, groups_from_labels
-from dpnet.privacy.mechanisms import keep_prob_from_epsilon
+from dpnet.privacy.binary_rr import keep_prob_from_epsilon
 
 _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 SELECT_RTOL = 1e-6

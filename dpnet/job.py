@@ -22,7 +22,6 @@ from dpnet.decentralized.boundary import PrivateShard, RawShard
 from dpnet.decentralized.cv import CVResult, assign_folds, cross_validate, fold_rng
 from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
 from dpnet.errors import ConfigError
-from dpnet.network.comm import TrafficStats
 
 
 @dataclass
@@ -79,7 +78,7 @@ def machine_main(
         crossing = boundary.cross_boundary(raw, p, rng, part, keep_oracle=keep_oracle)
     else:
         crossing = boundary.recross_boundary(
-            raw, resumed.y_randomized, p, part, keep_oracle=keep_oracle
+            raw, resumed.y_randomized, part, keep_oracle=keep_oracle
         )
         rng.bit_generator.state = resumed.rng_state
         comm.stats.restore(resumed.traffic)
@@ -102,7 +101,7 @@ def machine_main(
             comm, crossing[0], config, graph, admm, folds_stream, on_progress is not None
         )
         admm = replace(admm, lam=cv.selected)
-        comm.stats = TrafficStats()  # the final fit's counters start at zero, as without --cv
+        comm.stats.reset()  # the final fit's counters start at zero, as without --cv
     outcome = fit_private_shard(
         comm,
         *crossing,

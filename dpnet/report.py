@@ -13,10 +13,9 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from dp_accounting import dp_event
 
 from dpnet.config import RunConfig
 from dpnet.data.labels import LabelDomain
@@ -32,8 +31,10 @@ from dpnet.decentralized.machine import (
 from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
 from dpnet.penalties.group import group_norms, group_penalty, groups_from_labels
-from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.setup import PublicSetUp
+
+if TYPE_CHECKING:  # rank 0 imports the accounting when it builds the report
+    from dpnet.privacy.ledger import PrivacyLedger
 
 SELECT_RTOL = 1e-6
 STOP_WARNINGS = {
@@ -131,6 +132,8 @@ def build_report(
     noisy_objective = float(sum(r.local_objective for r in results) + penalty)
     ledger = label_privacy_ledger(releases, public.holdout_event)
     if cv is not None:
+        from dp_accounting import dp_event
+
         ledger.record(
             dp_event.NoOpDpEvent(),
             label=CV_LEDGER_NOTE,
@@ -146,6 +149,7 @@ def build_report(
     # times are this process's: a resumed run timed only the rounds after its checkpoint
     per_round = [r.total_seconds / max(r.rounds - r.start_round, 1) for r in results]
     comm_round = [r.traffic["comm_seconds"] / max(r.rounds - r.start_round, 1) for r in results]
+    cpu_round = [r.compute_cpu_seconds / max(r.rounds - r.start_round, 1) for r in results]
     return {
         "dpnet_version": __import__("dpnet").__version__,
         "backend": backend,
@@ -160,6 +164,8 @@ def build_report(
                 "rounds": r.rounds,
                 "total_seconds": r.total_seconds,
                 "compute_seconds": r.compute_seconds,
+                "compute_cpu_seconds": r.compute_cpu_seconds,
+                "startup_seconds": r.startup_seconds,
                 **r.traffic,
                 "bytes_per_round": r.traffic["bytes_sent"] / max(r.rounds, 1),
             }
@@ -183,6 +189,10 @@ def build_report(
             "seconds_per_round": float(np.mean(per_round)),
             "comm_seconds_per_round": float(np.mean(comm_round)),
             "compute_seconds_per_round": float(np.mean(per_round) - np.mean(comm_round)),
+            # CPU time outside communication: what a machine on a core of its own spends
+            "compute_cpu_seconds_per_round": float(np.mean(cpu_round)),
+            # dpnet's import to the first round, slowest machine (imports, MPI, data, set-up)
+            "startup_seconds": max(r.startup_seconds for r in results),
         },
         "history": [vars(h) for h in results[0].history],
         "baselines": baselines or {},
@@ -301,7 +311,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"  selected groups {report['selected_groups']}",
         f"  max consensus gap {report['max_consensus_gap']:.2e}, "
         f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round "
-        f"({report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication)",
+        f"({report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication), "
+        f"start-up {report['timing']['startup_seconds']:.2f} s",
         f"  privacy: randomized response, epsilon = {'inf' if eps is None else f'{eps:.6g}'} "
         f"label-DP per machine; {FEATURES_NOTE}",
         *([f"  privacy: {priv['seed']}"] if report["seed"] is not None else []),

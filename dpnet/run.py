@@ -29,7 +29,6 @@ from dpnet.errors import DpnetError, TopologyError
 from dpnet.job import JobOutcome, check_checkpoint_dir, machine_main, resume_machine
 from dpnet.network.comm import PeerFault
 from dpnet.network.topology import build_topology, describe_topology, validate_topology
-from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.report import (
     STOP_WARNINGS,
     build_report,
@@ -75,6 +74,8 @@ def run_baselines(config: RunConfig) -> dict[str, Any]:
     # without --seed the baselines draw OS entropy too (a fixed default would be public)
     seed = config.seed
     eps = 1.0 if config.label_epsilon == float("inf") else config.label_epsilon
+    from dpnet.privacy.ledger import PrivacyLedger
+
     if "median" in config.baselines:
         from dpnet.baselines.median import run_median_baselines
 

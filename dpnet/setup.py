@@ -21,9 +21,9 @@ rank 0 never sees another machine's rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from dp_accounting import dp_event
 
 from dpnet.config import RunConfig
 from dpnet.data.dataset import GroupData
@@ -36,6 +36,9 @@ from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.machine import HOLDOUT_PART
 from dpnet.errors import ConfigError
 from dpnet.evaluation import PUBLIC, RANDOMIZED, EvaluationSet
+
+if TYPE_CHECKING:
+    from dp_accounting import dp_event
 
 RANK_PLACEHOLDER = "{rank}"
 
@@ -92,11 +95,13 @@ def load_public_test(config: RunConfig, n_features: int) -> EvaluationSet | None
 def _randomized_holdout(
     holdout: GroupData, config: RunConfig, n_machines: int
 ) -> tuple[EvaluationSet, dp_event.DpEvent]:
+    from dpnet.privacy.mechanisms import randomized_response_event  # rank 0 only
+
     p = config.keep_probability
-    noisy, event = boundary.randomize_labels(
+    noisy = boundary.randomize_labels(
         holdout.y, p, holdout_rng(config.seed, n_machines), HOLDOUT_PART
     )
-    return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), event
+    return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), randomized_response_event(p)
 
 
 def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:

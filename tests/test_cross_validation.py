@@ -286,7 +286,7 @@ def _check_against_central(report: dict, X, y, keep_prob: float) -> None:
     X_parts, y_parts, folds = _parts(X, y)
     if keep_prob < 1:  # the machines' randomized labels, from their own streams
         y_parts = [
-            boundary.randomize_labels(yj, keep_prob, machine_rng(SEED, j, J), "")[0]
+            boundary.randomize_labels(yj, keep_prob, machine_rng(SEED, j, J), "")
             for j, yj in enumerate(y_parts)
         ]
     _, mean, se = _central_cv(X_parts, y_parts, folds, GRID, Logistic())

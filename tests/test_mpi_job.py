@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -94,6 +95,18 @@ def test_mpiexec_n1_runs_one_mpi_rank():
     res = run_job(["--quiet", "--n-samples", "300", "--n-test", "50"], n_ranks=1, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "dpnet: 1 machine on 'ring' (mpi)" in res.stdout
+
+
+def test_only_rank0_imports_the_privacy_accounting(tmp_path):
+    res = run_job(
+        ["--seed", "3", "--n-samples", "400", "--quiet", "--output", str(tmp_path / "r.json")],
+        n_ranks=3,
+        module="tests.accounting_imports",
+    )
+    assert res.returncode == 0, res.stderr
+    # mpiexec may join the ranks' lines: read the statements, not the lines
+    said = sorted(re.findall(r"rank (\d) imported dp_accounting: (True|False)", res.stdout))
+    assert said == [("0", "True"), ("1", "False"), ("2", "False")]
 
 
 @pytest.mark.parametrize(

@@ -162,7 +162,7 @@ def test_large_but_representable_epsilon_runs(capsys):
 def test_keep_probability_never_spends_more_than_asked(epsilon):
     from mpmath import log, mp, mpf
 
-    from dpnet.privacy.mechanisms import keep_prob_from_epsilon
+    from dpnet.privacy.binary_rr import keep_prob_from_epsilon
 
     mp.dps = 50
     p = keep_prob_from_epsilon(epsilon)

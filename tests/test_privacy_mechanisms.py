@@ -12,7 +12,7 @@ from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 from scipy import special, stats
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy import compose, pld
+from dpnet.privacy import binary_rr, compose, pld
 from dpnet.privacy import mechanisms as m
 from dpnet.privacy.events import PureDpEvent
 
@@ -139,8 +139,8 @@ def test_randomized_response_keep_probability_is_exact() -> None:
     assert np.all(u * 2.0**53 == np.floor(u * 2.0**53))
     for p in (
         0.75,
-        m.keep_prob_from_epsilon(1.0),
-        m.keep_prob_from_epsilon(0.01),
+        binary_rr.keep_prob_from_epsilon(1.0),
+        binary_rr.keep_prob_from_epsilon(0.01),
         0.5 + 2.0**-53,
         math.nextafter(1.0, 0.0),
     ):
@@ -217,9 +217,9 @@ def test_kary_randomized_response_rates() -> None:
 
 
 def test_keep_prob_epsilon_inverse() -> None:
-    assert m.epsilon_from_keep_prob(0.75) == pytest.approx(math.log(3))
-    assert m.keep_prob_from_epsilon(math.log(3)) == pytest.approx(0.75)
-    assert m.epsilon_from_keep_prob(1.0) == math.inf
+    assert binary_rr.epsilon_from_keep_prob(0.75) == pytest.approx(math.log(3))
+    assert binary_rr.keep_prob_from_epsilon(math.log(3)) == pytest.approx(0.75)
+    assert binary_rr.epsilon_from_keep_prob(1.0) == math.inf
 
 
 @pytest.mark.parametrize("eps,delta", [(0.5, 1e-5), (1.0, 1e-6), (4.0, 1e-3)])

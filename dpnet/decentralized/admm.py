@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
+import dpnet
 from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
@@ -103,7 +104,9 @@ class MachineResult:
     n_rows: int
     traffic: dict[str, float | int]
     total_seconds: float  # of this process: a resumed run counts from its start
-    compute_seconds: float
+    compute_seconds: float  # wall time outside communication calls
+    compute_cpu_seconds: float  # CPU time outside them (comm.stats.cpu_clock)
+    startup_seconds: float  # from dpnet's import to this loop's first round
     history: list[ProgressRecord] = field(default_factory=list)
     start_round: int = 0  # rounds done before this process (resumed from a checkpoint)
 
@@ -237,7 +240,7 @@ def run_machine(
     stop, before the next begins (the state's arrays are reused: copy what you keep).
     A neighbour's silence (:class:`PeerSilent`) is re-raised with the round it happened in.
     """
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), comm.stats.cpu_clock()
     own_pos = sum(v < comm.rank for v in comm.neighbours)  # position of j inside Nbar_j, sorted
     dim = data.n_features + 1
     state = initial_state(comm, dim, config, graph) if start_state is None else start_state
@@ -254,7 +257,11 @@ def run_machine(
     )
 
     def with_own(own: np.ndarray, received: np.ndarray) -> np.ndarray:
-        return np.insert(received, own_pos, own, axis=0)
+        rows = np.empty((received.shape[0] + 1, own.size))
+        rows[:own_pos] = received[:own_pos, : own.size]
+        rows[own_pos] = own
+        rows[own_pos + 1 :] = received[own_pos:, : own.size]
+        return rows
 
     for t in range(state.round + 1, config.max_rounds + 1):
         rounds = t
@@ -285,7 +292,7 @@ def run_machine(
         except PeerSilent as exc:
             exc.round = t
             raise
-        theta_nbhd = with_own(theta, received[:, :dim])
+        theta_nbhd = with_own(theta, received)
         dual_update(v_out, v_in, z_out, z_in, theta, theta_nbhd, c)
 
         primal, dual = residuals(z, z_prev, theta_nbhd, c)
@@ -320,6 +327,7 @@ def run_machine(
             )
 
     total = time.perf_counter() - start
+    cpu_total = comm.stats.cpu_clock() - cpu_start
     return MachineResult(
         rank=comm.rank,
         theta=theta,
@@ -331,6 +339,8 @@ def run_machine(
         traffic=comm.stats.as_dict(),
         total_seconds=total,
         compute_seconds=total - comm.stats.comm_seconds,
+        compute_cpu_seconds=cpu_total - comm.stats.comm_cpu_seconds,
+        startup_seconds=start - dpnet.IMPORTED_AT,
         history=history,
         start_round=state.round,
     )

@@ -25,10 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from dp_accounting import dp_event
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy.mechanisms import randomized_response, randomized_response_event
+from dpnet.privacy.binary_rr import flip_labels
 
 
 @dataclass(frozen=True)
@@ -68,13 +67,16 @@ class LabelOracle:
 
 def randomize_labels(
     y_raw: np.ndarray, keep_prob: float, rng: np.random.Generator, part: str
-) -> tuple[np.ndarray, dp_event.DpEvent]:
+) -> np.ndarray:
     """Randomized response on the labels of ``part`` (e.g. "machine 3"): the one place a raw
     label vector is turned into a releasable one (tests replace this function to hold the
-    randomized labels fixed while changing raw ones)."""
+    randomized labels fixed while changing raw ones). The release's event is
+    :func:`dpnet.privacy.mechanisms.randomized_response_event` (keep_prob), recorded by rank 0
+    (:func:`dpnet.decentralized.machine.label_privacy_ledger`): the machines never import the
+    accounting."""
     if y_raw.ndim != 1 or not np.all((y_raw == 1.0) | (y_raw == -1.0)):
         raise PrivacyError(f"{part}: randomized response needs labels in {{-1, +1}}")
-    return randomized_response(y_raw, keep_prob=keep_prob, rng=rng)
+    return flip_labels(y_raw, keep_prob=keep_prob, rng=rng)
 
 
 def cross_boundary(
@@ -84,28 +86,27 @@ def cross_boundary(
     part: str,
     *,
     keep_oracle: bool = False,
-) -> tuple[PrivateShard, dp_event.DpEvent, LabelOracle | None]:
-    """The machine's randomized shard, the release's event, and (only if asked) the oracle."""
-    noisy, event = randomize_labels(raw.y_raw, keep_prob, rng, part)
+) -> tuple[PrivateShard, LabelOracle | None]:
+    """The machine's randomized shard and (only if asked) the oracle."""
+    noisy = randomize_labels(raw.y_raw, keep_prob, rng, part)
     private = PrivateShard(raw.X, noisy, raw.n_total, raw.group_labels, raw.group_weights)
     oracle = LabelOracle(raw.y_raw, noisy) if keep_oracle else None
-    return private, event, oracle
+    return private, oracle
 
 
 def recross_boundary(
     raw: RawShard,
     y_randomized: np.ndarray,
-    keep_prob: float,
     part: str,
     *,
     keep_oracle: bool = False,
-) -> tuple[PrivateShard, dp_event.DpEvent, LabelOracle | None]:
+) -> tuple[PrivateShard, LabelOracle | None]:
     """As :func:`cross_boundary`, for a run resumed from a checkpoint: the labels ``part``
     randomized before are used again, not drawn anew (a new draw would be a second release
-    of the same labels). The event is that earlier release's."""
+    of the same labels); the ledger records that earlier release."""
     y = np.asarray(y_randomized)
     if y.shape != raw.y_raw.shape or not np.all((y == 1.0) | (y == -1.0)):
         raise PrivacyError(f"{part}: the checkpoint's randomized labels do not fit its rows")
     private = PrivateShard(raw.X, y, raw.n_total, raw.group_labels, raw.group_weights)
     oracle = LabelOracle(raw.y_raw, y) if keep_oracle else None
-    return private, randomized_response_event(keep_prob), oracle
+    return private, oracle

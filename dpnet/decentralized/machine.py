@@ -3,18 +3,17 @@
 ``run_private_machine``: cross the release boundary on the machine's own labels (randomized
 response with its own stream), build its ADMM data from the randomized labels, run the round
 loop. Used by the main job (``dpnet.job``) and by the scikit-learn estimator alike.
-``label_privacy_ledger``: the run's ledger from the machines' randomized-response events.
+``label_privacy_ledger``: the run's ledger from the machines' randomized-response releases.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
-from dp_accounting import dp_event
 
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import (
@@ -28,7 +27,11 @@ from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
 from dpnet.decentralized.steps import GroupStructure, LocalData, local_objective
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.penalties.group import groups_from_labels
-from dpnet.privacy.ledger import PrivacyLedger
+
+if TYPE_CHECKING:  # the accounting is imported where the ledger is built (rank 0)
+    from dp_accounting import dp_event
+
+    from dpnet.privacy.ledger import PrivacyLedger
 
 RR_RELATION = "replace_one"
 RR_PROTECTS = "labels"
@@ -40,7 +43,7 @@ class MachineRelease:
     """What a machine sends to rank 0 at the end: computed from its PrivateShard only."""
 
     result: MachineResult
-    rr_event: dp_event.DpEvent
+    keep_prob: float  # of its randomized response: the ledger's event (label_privacy_ledger)
 
 
 @dataclass
@@ -101,7 +104,6 @@ def run_private_machine(
 def fit_private_shard(
     comm: Any,
     shard: PrivateShard,
-    event: dp_event.DpEvent,
     label_oracle: LabelOracle | None,
     *,
     keep_prob: float,
@@ -127,7 +129,7 @@ def fit_private_shard(
         on_round=on_round,
     )
     oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
-    return MachineOutcome(MachineRelease(result, event), oracle)
+    return MachineOutcome(MachineRelease(result, keep_prob), oracle)
 
 
 def machine_oracle(
@@ -149,10 +151,13 @@ def label_privacy_ledger(
 ) -> PrivacyLedger:
     """One randomized-response release per machine, plus one for held-out rows (if any):
     disjoint rows, so parallel composition gives the run epsilon, not (J + 1) epsilon."""
+    from dpnet.privacy.ledger import PrivacyLedger  # rank 0 only: machines skip the import
+    from dpnet.privacy.mechanisms import randomized_response_event
+
     ledger = PrivacyLedger()
     for j, r in enumerate(releases):
         ledger.record(
-            r.rr_event,
+            randomized_response_event(r.keep_prob),
             label=f"randomized response on machine {j}'s labels",
             relation=RR_RELATION,
             protects=RR_PROTECTS,

@@ -63,22 +63,40 @@ class NeighbourStopped(PeerFault):
 
 @dataclass
 class TrafficStats:
-    """What one machine sent and how long it spent in communication calls."""
+    """What one machine sent, and the wall and CPU time it spent in communication calls.
+
+    CPU time is the process's (an MPI rank, BLAS threads included) or, with ``per_thread``,
+    the calling thread's (a machine simulated as a thread). Compute time measured on it is
+    what the machine would spend on a core of its own, also when more machines than cores share
+    the host (their wall time then includes waiting for a core).
+    """
 
     messages_sent: int = 0
     bytes_sent: int = 0
     exchanges: int = 0
     comm_seconds: float = 0.0
-    _started: float = field(default=0.0, repr=False)
+    comm_cpu_seconds: float = 0.0
+    per_thread: bool = field(default=False, repr=False)
+    _started: tuple[float, float] = field(default=(0.0, 0.0), repr=False)
+
+    def cpu_clock(self) -> float:
+        """This machine's CPU seconds so far."""
+        return time.thread_time() if self.per_thread else time.process_time()
 
     def start(self) -> None:
-        self._started = time.perf_counter()
+        self._started = (time.perf_counter(), self.cpu_clock())
 
     def stop(self, degree: int, nbytes: int) -> None:
-        self.comm_seconds += time.perf_counter() - self._started
+        self.comm_seconds += time.perf_counter() - self._started[0]
+        self.comm_cpu_seconds += self.cpu_clock() - self._started[1]
         self.exchanges += 1
         self.messages_sent += degree
         self.bytes_sent += degree * nbytes
+
+    def reset(self) -> None:
+        """Counters and times back to zero (same clock)."""
+        self.messages_sent = self.bytes_sent = self.exchanges = 0
+        self.comm_seconds = self.comm_cpu_seconds = 0.0
 
     def restore(self, saved: dict[str, float | int]) -> None:
         """Continue counting messages from a checkpoint's counters (times stay this
@@ -93,6 +111,7 @@ class TrafficStats:
             "bytes_sent": self.bytes_sent,
             "exchanges": self.exchanges,
             "comm_seconds": self.comm_seconds,
+            "comm_cpu_seconds": self.comm_cpu_seconds,
         }
 
 

@@ -55,7 +55,7 @@ class InProcessCommunicator:
         self.rank = rank
         self.size = shared.size
         self.neighbours = sorted(int(v) for v in neighbours)
-        self.stats = TrafficStats()
+        self.stats = TrafficStats(per_thread=True)  # one thread per machine
         self._shared = shared
 
     def neighbour_exchange(self, send: np.ndarray) -> np.ndarray:

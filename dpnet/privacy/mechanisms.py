@@ -14,21 +14,11 @@ from dp_accounting import dp_event
 from scipy import optimize, special
 
 from dpnet.errors import PrivacyError
+from dpnet.privacy.binary_rr import epsilon_from_keep_prob, flip_labels
+from dpnet.privacy.checks import check_rng, positive
 from dpnet.privacy.events import PureDpEvent
 
 ArrayOrFloat = np.ndarray | float
-
-
-def _positive(name: str, x: float) -> float:
-    x = float(x)
-    if not (math.isfinite(x) and x > 0):
-        raise PrivacyError(f"{name} must be a finite positive number, got {x}")
-    return x
-
-
-def _check_rng(rng: np.random.Generator) -> None:
-    if not isinstance(rng, np.random.Generator):
-        raise PrivacyError(f"rng must be a numpy Generator, got {type(rng).__name__}")
 
 
 def _finite_values(value: ArrayOrFloat) -> np.ndarray:
@@ -109,12 +99,12 @@ def laplace_mechanism(
     accounted by what every epsilon-DP mechanism satisfies. The sampler's data-independent
     slack (:func:`discrete_laplace`) is not in the event.
     """
-    sens = _positive("l1_sensitivity", l1_sensitivity)
-    eps = _positive("epsilon", epsilon)
-    _check_rng(rng)
+    sens = positive("l1_sensitivity", l1_sensitivity)
+    eps = positive("epsilon", epsilon)
+    check_rng(rng)
     arr = _finite_values(value)
     dim = max(arr.size, 1)
-    g = _positive("grid step (l1_sensitivity too small)", laplace_grid(sens, dim))
+    g = positive("grid step (l1_sensitivity too small)", laplace_grid(sens, dim))
     scale = (sens + dim * g) / (eps * g)
     if not scale <= MAX_SCALE:
         raise PrivacyError(
@@ -212,12 +202,12 @@ def gaussian_mechanism(
     holds with epsilon + 4.1 d eta and delta e^{2.1 d eta}, negligible for any d. The
     sampler's data-independent slack (:func:`discrete_gaussian`) is not in the event.
     """
-    sens = _positive("l2_sensitivity", l2_sensitivity)
-    mult = _positive("noise_multiplier", noise_multiplier)
-    _check_rng(rng)
+    sens = positive("l2_sensitivity", l2_sensitivity)
+    mult = positive("noise_multiplier", noise_multiplier)
+    check_rng(rng)
     arr = _finite_values(value)
     dim = max(arr.size, 1)
-    g = _positive("grid step (l2_sensitivity too small)", gaussian_grid(sens, dim))
+    g = positive("grid step (l2_sensitivity too small)", gaussian_grid(sens, dim))
     delta_z = sens / g + math.sqrt(dim)
     scale = math.sqrt(((mult * delta_z) ** 2 + SMOOTHING**2) * (1.0 + 2.0**-40))
     if scale > MAX_SCALE:
@@ -244,8 +234,8 @@ def gaussian_sigma(
     ``classic``: sqrt(2 ln(1.25/delta)) l2_sensitivity / epsilon (Dwork & Roth, Thm A.1;
     valid only for epsilon < 1).
     """
-    eps = _positive("epsilon", epsilon)
-    sens = _positive("l2_sensitivity", l2_sensitivity)
+    eps = positive("epsilon", epsilon)
+    sens = positive("l2_sensitivity", l2_sensitivity)
     if not 0.0 < float(delta) < 1.0:
         raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
     if method == "classic":
@@ -265,58 +255,14 @@ def gaussian_sigma(
     return float(s) * sens
 
 
-def keep_prob_from_epsilon(epsilon: float) -> float:
-    """The keep probability of binary RR with budget epsilon: the double nearest below
-    e^eps / (1 + e^eps) whose own budget ln(p / (1 - p)) does not exceed epsilon.
-
-    Rounding to the nearest double can raise the budget: at eps = 30, 1 - p is 9.4e-14 and
-    its rounding moves ln(p/(1-p)) by 1e-3 (30.001 > 30). p = 1 (eps >= 36.8) is refused.
-    """
-    eps = _positive("epsilon", epsilon)
-    p = float(special.expit(eps))
-    if p == 1.0:
-        raise PrivacyError(
-            f"epsilon {eps:g} is too large: the keep probability rounds to 1 "
-            f"(no label would ever be flipped)"
-        )
-    # ln(p/(1-p)) in floating point: 1 - p is exact (Sterbenz), the division and the log add
-    # at most ~2 ulp, i.e. < 4.5e-16 (1 + eps) in absolute terms: stay below eps by that much
-    while p > 0.5 and epsilon_from_keep_prob(p) + 4.5e-16 * (1.0 + eps) > eps:
-        p = math.nextafter(p, 0.0)
-    return p
-
-
-def epsilon_from_keep_prob(p: float) -> float:
-    """epsilon = ln(p / (1 - p)) for keep probability p in (0.5, 1] (inf at p = 1)."""
-    p = float(p)
-    if not 0.5 < p <= 1.0:
-        raise PrivacyError(f"keep_prob must lie in (0.5, 1], got {p}")
-    return math.inf if p == 1.0 else float(special.logit(p))
-
-
 def randomized_response(
     labels: np.ndarray, *, keep_prob: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, dp_event.DpEvent]:
-    """Binary randomized response on labels in {-1, +1}: each kept w.p. p, else flipped.
-
-    Replacing one label changes the law of one output coordinate only, by the factor
-    p / (1 - p): ln(p/(1-p))-label-DP (Warner 1965). Event: ``RandomizedResponseDpEvent`` with
+    """Binary randomized response (:func:`dpnet.privacy.binary_rr.flip_labels`, which states
+    the guarantee and the sampler) with its event: ``RandomizedResponseDpEvent`` with
     dp-accounting's noise parameter 2(1 - p) (uniform resampling w.p. 2(1 - p)), or
-    ``NonPrivateDpEvent`` when p = 1.
-
-    Sampler: a label is kept iff U < p, U = ``rng.random()`` uniform on 2^-53 {0, ..., 2^53 - 1}
-    (numpy's next_double), so P(keep) = ceil(p 2^53) 2^-53 exactly. Every double in [0.5, 1]
-    is a multiple of 2^-53, so this is p itself: no sampler slack beyond the assumption that
-    the bit generator's output is uniform; 2(1 - p) is exact in floating point too.
-    """
-    epsilon_from_keep_prob(keep_prob)  # validates p
-    _check_rng(rng)
-    y = np.asarray(labels)
-    if y.ndim != 1 or not np.all((y == 1) | (y == -1)):
-        raise PrivacyError("randomized_response needs a 1-d array of labels in {-1, +1}")
-    flip = rng.random(y.shape[0]) >= keep_prob
-    noisy = np.where(flip, -y, y).astype(y.dtype, copy=False)
-    return noisy, randomized_response_event(keep_prob)
+    ``NonPrivateDpEvent`` when p = 1."""
+    return flip_labels(labels, keep_prob=keep_prob, rng=rng), randomized_response_event(keep_prob)
 
 
 def randomized_response_event(keep_prob: float) -> dp_event.DpEvent:
@@ -340,11 +286,11 @@ def kary_randomized_response(
     2^-53 (p~ itself when p~ >= 1/2), so the real epsilon differs from eps by floating-point
     rounding only, ~1e-16 / (p~ (1 - p~)), independently of the data.
     """
-    eps = _positive("epsilon", epsilon)
+    eps = positive("epsilon", epsilon)
     if int(n_classes) != n_classes or n_classes < 2:
         raise PrivacyError(f"n_classes must be an integer >= 2, got {n_classes}")
     k = int(n_classes)
-    _check_rng(rng)
+    check_rng(rng)
     y = np.asarray(labels)
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= k)):
         raise PrivacyError(f"kary_randomized_response needs a 1-d integer array in 0..{k - 1}")
@@ -374,14 +320,14 @@ def objective_perturbation_noise(
     proof adds the log-ratio of the Jacobians, which the caller passes as
     ``jacobian_log_bound`` so that the event carries the total epsilon + jacobian_log_bound.
     """
-    eps = _positive("epsilon", epsilon)
-    sens = _positive("sensitivity", sensitivity)
+    eps = positive("epsilon", epsilon)
+    sens = positive("sensitivity", sensitivity)
     if int(dim) != dim or dim < 1:
         raise PrivacyError(f"dim must be a positive integer, got {dim}")
     jac = float(jacobian_log_bound)
     if not (math.isfinite(jac) and jac >= 0):
         raise PrivacyError(f"jacobian_log_bound must be finite and >= 0, got {jac}")
-    _check_rng(rng)
+    check_rng(rng)
     direction = rng.standard_normal(int(dim))
     direction /= np.linalg.norm(direction)
     radius = rng.gamma(shape=int(dim), scale=sens / eps)
