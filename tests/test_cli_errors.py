@@ -143,6 +143,13 @@ def test_results_file_is_complete(tmp_path):
     assert len(report["machines"]) == 4
     assert all(m["bytes_sent"] > 0 and m["messages_sent"] > 0 for m in report["machines"])
     assert sum(m["rows"] for m in report["machines"]) == 400
+    # a simulated machine's CPU clock is its thread's: never above its own wall time
+    for m in report["machines"]:
+        assert 0 < m["compute_cpu_seconds"] <= m["compute_seconds"] + 1e-3
+        assert 0 < m["comm_cpu_seconds"] <= m["comm_seconds"] + 1e-3
+    timing = report["timing"]
+    assert timing["startup_seconds"] == max(m["startup_seconds"] for m in report["machines"])
+    assert 0 < timing["startup_seconds"] < 60
     assert list(tmp_path.joinpath("sub").iterdir()) == [out]  # no temporary file left behind
 
 
