@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 __version__ = "0.1.0"
-IMPORTED_AT = time.perf_counter()  # a run's start-up is timed from here (report: startup)
+IMPORTED_AT = time.perf_counter()  # `python -m dpnet.run` times its start-up from here
 
 _LAZY = {
     "DecentralizedGroupLassoLogistic": "dpnet.estimators",

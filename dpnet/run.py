@@ -21,6 +21,7 @@ from typing import Any
 
 import networkx as nx
 
+import dpnet
 from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig, parse_config
 from dpnet.decentralized.cv import check_fold_counts
@@ -175,7 +176,7 @@ def _progress(config: RunConfig) -> Any:
     return None if config.quiet or not config.progress_every else print_progress
 
 
-def run_inprocess(config: RunConfig) -> int:
+def run_inprocess(config: RunConfig, started_at: float) -> int:
     from dpnet.network.inprocess import run_in_process
 
     start = time.perf_counter()
@@ -208,8 +209,11 @@ def run_inprocess(config: RunConfig) -> int:
     try:
         outcomes = run_in_process(
             graph,
-            lambda comm: machine_main(
-                comm, shards[comm.rank], config, graph, _progress(config), resumed[comm.rank]
+            lambda comm: _timed_startup(
+                machine_main(
+                    comm, shards[comm.rank], config, graph, _progress(config), resumed[comm.rank]
+                ),
+                started_at,
             ),
             peer_timeout=config.peer_timeout,
         )
@@ -219,7 +223,7 @@ def run_inprocess(config: RunConfig) -> int:
     return _finish(config, graph, setup, outcomes, time.perf_counter() - start, "inprocess")
 
 
-def run_mpi(config: RunConfig) -> int:
+def run_mpi(config: RunConfig, started_at: float) -> int:
     from threadpoolctl import threadpool_limits
 
     from dpnet.network import mpi_comm
@@ -264,7 +268,9 @@ def run_mpi(config: RunConfig) -> int:
         return _fail(error, world.rank)
     comm = mpi_comm.MPICommunicator(graph, peer_timeout=config.peer_timeout)
     try:
-        outcome = machine_main(comm, shard, config, graph, _progress(config), resumed)
+        outcome = _timed_startup(
+            machine_main(comm, shard, config, graph, _progress(config), resumed), started_at
+        )
         outcomes = comm.gather_to_root(outcome)
     except PeerFault as exc:
         # no MPI_Finalize: it would wait for the silent peer; mpiexec ends the reachable ranks
@@ -275,6 +281,14 @@ def run_mpi(config: RunConfig) -> int:
         code = _finish(config, graph, setup, outcomes, time.perf_counter() - start, "mpi")
     comm.free()
     return code
+
+
+def _timed_startup(outcome: JobOutcome, started_at: float) -> JobOutcome:
+    """Stamp the machine's start-up, the job's start to its first round, on this process's
+    clock (before the outcome travels to rank 0)."""
+    result = outcome.release.result
+    result.startup_seconds = result.started_at - started_at
+    return outcome
 
 
 def _resume(config: RunConfig, graph: nx.Graph, world: Any, shard: Any) -> tuple[Any, str | None]:
@@ -333,7 +347,10 @@ def _own_shards(config: RunConfig, world: Any) -> tuple[Any, Any, str | None]:
     return shard_from_own_data(own, sum(m[0] for m in metas), config), setup, None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, started_at: float | None = None) -> int:
+    """The main job; exit code. Start-up (report: ``timing.startup_seconds``) is timed from
+    ``started_at`` (a ``time.perf_counter()`` reading; default: this call)."""
+    started_at = time.perf_counter() if started_at is None else started_at
     launcher_rank, launched = _launcher_rank()
     try:
         config = parse_config(argv)
@@ -343,13 +360,13 @@ def main(argv: list[str] | None = None) -> int:
     use_mpi = config.backend == "mpi" or (config.backend == "auto" and launched)
     if use_mpi:
         try:
-            return run_mpi(config)
+            return run_mpi(config, started_at)
         except KeyboardInterrupt:  # mpiexec forwards Ctrl-C to every rank it can reach
             if launcher_rank == 0:
                 print("dpnet: interrupted: nothing written", file=sys.stderr, flush=True)
             os._exit(EXIT_INTERRUPTED)  # no MPI_Finalize: the other ranks are stopping too
     try:
-        return run_inprocess(config)
+        return run_inprocess(config, started_at)
     except DpnetError as exc:
         return _fail(str(exc), 0)
     except KeyboardInterrupt:
@@ -363,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        sys.exit(main(started_at=dpnet.IMPORTED_AT))  # the process's imports count
     except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
         sys.exit(0)

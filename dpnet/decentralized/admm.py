@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-import dpnet
 from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
@@ -106,9 +105,10 @@ class MachineResult:
     total_seconds: float  # of this process: a resumed run counts from its start
     compute_seconds: float  # wall time outside communication calls
     compute_cpu_seconds: float  # CPU time outside them (comm.stats.cpu_clock)
-    startup_seconds: float  # from dpnet's import to this loop's first round
+    started_at: float  # time.perf_counter() of this process when the loop began
     history: list[ProgressRecord] = field(default_factory=list)
     start_round: int = 0  # rounds done before this process (resumed from a checkpoint)
+    startup_seconds: float | None = None  # the job's start to started_at (set by dpnet.run)
 
 
 def balance_penalty(primal: float, dual: float, ratio: float, factor: float) -> float:
@@ -340,7 +340,7 @@ def run_machine(
         total_seconds=total,
         compute_seconds=total - comm.stats.comm_seconds,
         compute_cpu_seconds=cpu_total - comm.stats.comm_cpu_seconds,
-        startup_seconds=start - dpnet.IMPORTED_AT,
+        started_at=start,
         history=history,
         start_round=state.round,
     )
