@@ -26,10 +26,8 @@ import math
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, reference_value, rounds_to_gap, run_job, write_csv
-
-from dpnet.config import parse_config
-from dpnet.setup import prepare_problem
+from common import OUT_DIR, rounds_to_gap, run_job, write_csv
+from scaling import f_star
 
 
 def job_argv(n: int, seed: int) -> list[str]:
@@ -38,13 +36,6 @@ def job_argv(n: int, seed: int) -> list[str]:
         *("--n-samples", str(n), "--n-groups", "16", "--n-test", "0", "--seed", str(seed)),
         *("--epsilon", "inf", "--tol", "1e-10", "--progress-every", "1"),
     ]
-
-
-def f_star(argv: list[str]) -> float:
-    """skglm's optimum on the training rows the job generates from ``argv``."""
-    config = parse_config(argv)
-    train = prepare_problem(config, 1).shards[0]
-    return reference_value(train.X, train.y_raw, train.group_labels, config.lam)
 
 
 def measure(

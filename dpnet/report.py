@@ -191,7 +191,8 @@ def build_report(
             "compute_seconds_per_round": float(np.mean(per_round) - np.mean(comm_round)),
             # CPU time outside communication: what a machine on a core of its own spends
             "compute_cpu_seconds_per_round": float(np.mean(cpu_round)),
-            # dpnet's import to the first round, slowest machine (imports, MPI, data, set-up)
+            # the job's start to the first round, slowest machine (dpnet.run.main: imports,
+            # MPI, data, set-up)
             "startup_seconds": max(r.startup_seconds for r in results),
         },
         "history": [vars(h) for h in results[0].history],

@@ -71,12 +71,12 @@ def _fail(message: str, rank: int) -> int:
 
 def run_baselines(config: RunConfig) -> dict[str, Any]:
     """Rank 0's single-node baselines, each on its own synthetic data with its own ledger."""
+    from dpnet.privacy.ledger import PrivacyLedger  # rank 0 only: machines skip the import
+
     out: dict[str, Any] = {}
     # without --seed the baselines draw OS entropy too (a fixed default would be public)
     seed = config.seed
     eps = 1.0 if config.label_epsilon == float("inf") else config.label_epsilon
-    from dpnet.privacy.ledger import PrivacyLedger
-
     if "median" in config.baselines:
         from dpnet.baselines.median import run_median_baselines
 
