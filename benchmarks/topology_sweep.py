@@ -5,7 +5,7 @@ for J in {16, 64, 256, 1000} machines (batched simulator, ~100 rows per machine)
     python benchmarks/topology_sweep.py --machines 16 64 --topologies ring grid
 
 For every (topology, J): the run of ``large_network.one_run`` (synthetic model-III data, p = 48,
-lambda = 0.1, default ADMM constants: c_0 = 0.3 / (J + 2|E|) with residual balancing) and, side by
+lambda = 0.1, default ADMM constants: the spectral start c_0 with residual balancing) and, side by
 side on the same rows, skglm's centralized GroupProxNewton (``speed_vs_skglm.skglm_times``).
 Per-machine compute per round is estimated as the simulator's seconds per round / J (every
 machine's share of the batched arrays); "ratio" = rounds to the gap x that / skglm's time to

@@ -34,7 +34,7 @@ from dpnet.decentralized.admm import LoopState, ProgressRecord
 from dpnet.decentralized.boundary import RawShard
 from dpnet.errors import DpnetError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 KEEP = 2
 _ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in")
 
@@ -138,7 +138,6 @@ class Checkpointer:
             "fingerprints": self.prints,
             "round": state.round,
             "c": state.c,
-            "n_adapted": state.n_adapted,
             "traffic": self.traffic(),
             "rng_state": self.rng_state,
         }
@@ -146,6 +145,7 @@ class Checkpointer:
         arrays |= {f"aggregator_{k}": v for k, v in state.aggregator.items()}
         history = np.array([list(asdict(r).values()) for r in state.history], dtype=np.float64)
         arrays["history"] = history.reshape(-1, 4)
+        arrays["penalty_changes"] = state.penalty_changes
         arrays["y_randomized"] = self.y_randomized
         arrays["meta"] = np.array(json.dumps(meta))
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -193,7 +193,7 @@ def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) 
             int(meta["round"]),
             *(arrays[name] for name in _ARRAYS),
             float(meta["c"]),
-            int(meta["n_adapted"]),
+            arrays["penalty_changes"],
             aggregator,
             history,
         )

@@ -123,8 +123,8 @@ class RunConfig:
     group_weights: str = _opt("ones", "w_g", MODEL, choices=("ones", "sqrt-size"))
     c: float | None = _opt(
         _ADMM.c,
-        "initial ADMM penalty c (default: from the graph, 0.3 / (J + 2 * edges); "
-        "docs/algorithms.md)",
+        "initial ADMM penalty c (default: from the graph's Laplacian spectrum, "
+        "0.21 / (J sqrt(mu_2 mu_J)); docs/algorithms.md)",
         MODEL,
         type=float,
     )

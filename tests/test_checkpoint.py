@@ -121,6 +121,7 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
         "theta_nbhd",
         "v_out",
         "v_in",
+        "penalty_changes",  # (round, factor) of each change of c: from the network statistics
         "history",
         "y_randomized",
         "meta",

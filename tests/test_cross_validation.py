@@ -50,14 +50,15 @@ def _aug(X: np.ndarray) -> np.ndarray:
 
 def _central_theta(X: np.ndarray, y: np.ndarray, lam: float, loss, solver: str) -> np.ndarray:
     """The fold's training problem solved centrally: by skglm (logistic loss only), or on one
-    machine (the ADMM on a single node, no network, to tolerance 1e-12)."""
+    machine (the ADMM on a single node, no network, to tolerance 1e-10: at 1e-12 the residuals
+    can sit on the Newton step's rounding floor, ~1e-12, and never stop)."""
     if solver == "skglm":
         assert isinstance(loss, Logistic)
         return group_logistic_optimum(X, y, GROUPS, lam)
     grp_ptr, grp_indices = groups_from_labels(GROUPS)
     data = LocalData(_aug(X), y, len(y), loss)
     groups = GroupStructure(grp_ptr, grp_indices, lam * WEIGHTS / 2.0)
-    config = ADMMConfig(tol=1e-12, max_rounds=20000)
+    config = ADMMConfig(tol=1e-10, max_rounds=20000)
     node = nx.empty_graph(1)
     (result,) = run_in_process(node, lambda comm: run_machine(comm, data, groups, config, node))
     assert result.stop_reason == "converged"

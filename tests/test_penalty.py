@@ -1,7 +1,10 @@
-"""The starting penalty from the graph: c_0 = 0.3 / (J + 2|E|) unless c is given
+"""The starting penalty from the graph's Laplacian spectrum, c_0 = kappa / (J sqrt(mu_2 mu_J))
+unless c is given, and residual balancing that waits for its changes to show
 (docs/algorithms.md)."""
 
 from __future__ import annotations
+
+import math
 
 import networkx as nx
 import numpy as np
@@ -9,7 +12,14 @@ import pytest
 
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
-from dpnet.decentralized.admm import PENALTY_SCALE, ADMMConfig, initial_penalty
+from dpnet.decentralized.admm import (
+    NO_CHANGES,
+    PENALTY_SCALE,
+    ADMMConfig,
+    initial_penalty,
+    network_decision,
+    record_change,
+)
 from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.network.topology import build_topology
@@ -19,22 +29,70 @@ from tests.reference import group_logistic_objective, group_logistic_optimum
 LAM = 0.1
 
 
+def _spectral(n_mach: int, mu_2: float, mu_max: float) -> float:
+    return float(f"{PENALTY_SCALE / (n_mach * math.sqrt(mu_2 * mu_max)):.3g}")
+
+
 @pytest.mark.parametrize(
-    ("topology", "n_mach", "closed_degrees"),
+    ("topology", "n_mach", "mu_2", "mu_max"),
     [
-        ("ring", 1, [1]),
-        ("paper5", 5, [4, 3, 4, 3, 3]),  # 5-cycle + chord {0, 2}
-        ("star", 4, [4, 2, 2, 2]),
-        ("complete", 10, [10] * 10),
-        ("grid", 6, [3, 4, 3, 3, 4, 3]),  # 2 x 3 grid
+        # Laplacian spectra in closed form: cycle C_J 2 - 2 cos(2 pi k / J); complete K_J 0, J;
+        # star K_{1,J-1} 0, 1, J; P_2 x P_3 grid: sums of the paths' 2 - 2 cos(pi k / n)
+        ("ring", 8, 2 - 2 * math.cos(2 * math.pi / 8), 4.0),
+        ("complete", 10, 10.0, 10.0),
+        ("star", 4, 1.0, 4.0),
+        ("grid", 6, 1.0, 5.0),
     ],
 )
-def test_graph_rule_by_hand(topology, n_mach, closed_degrees):
-    """c_0 = kappa / sum_j d_j, d_j = |N_j| + 1: the number of constraints Z_j = theta_i."""
+def test_spectral_start_by_hand(topology, n_mach, mu_2, mu_max):
     graph = build_topology(topology, n_mach)
-    assert PENALTY_SCALE == 0.3
-    assert initial_penalty(ADMMConfig(), graph) == 0.3 / sum(closed_degrees)
+    assert PENALTY_SCALE == 0.21
+    assert initial_penalty(ADMMConfig(), graph) == _spectral(n_mach, mu_2, mu_max)
     assert initial_penalty(ADMMConfig(c=0.02), graph) == 0.02  # a given c is the start
+
+
+def test_spectral_start_is_the_degree_rule_on_complete_graphs_and_larger_on_long_cycles():
+    """kappa / J^2 = kappa / (J + 2|E|) on K_J; on the 256-ring ~61x the degree rule."""
+    for n_mach in (5, 20):
+        rule = PENALTY_SCALE / (n_mach + n_mach * (n_mach - 1))
+        assert initial_penalty(ADMMConfig(), nx.complete_graph(n_mach)) == pytest.approx(rule, 2e-3)
+    ring = build_topology("ring", 256)
+    assert initial_penalty(ADMMConfig(), ring) / (PENALTY_SCALE / (3 * 256)) == pytest.approx(
+        61.1, abs=0.2
+    )
+    assert initial_penalty(ADMMConfig(), build_topology("ring", 1)) == PENALTY_SCALE
+
+
+def test_a_disconnected_graph_is_refused():
+    with pytest.raises(ValueError, match="not connected"):
+        initial_penalty(ADMMConfig(), nx.Graph([(0, 1), (2, 3)]))
+
+
+def _stats(primal: float, dual: float) -> np.ndarray:
+    """Network statistics (objective, scaled residual, primal, dual, ||theta||)."""
+    return np.array([1.0, 1e-3, primal, dual, 1.0])
+
+
+def test_balancing_waits_for_its_changes_to_show():
+    """At most ``adapt_unseen`` (2) unseen doublings: a change at the end of round t shows
+    in the statistics of rounds > t only."""
+    config = ADMMConfig()
+    up = _stats(1.0, 1e-3)  # primal > 30 x dual: double
+    assert network_decision(up, 40, config, NO_CHANGES) == (None, 2.0)
+    one = record_change(NO_CHANGES, 45, 2.0)
+    assert network_decision(up, 40, config, one) == (None, 2.0)
+    two = record_change(one, 40, 2.0)  # made at the end of round 40: not in its statistics
+    assert network_decision(up, 40, config, two) == (None, 1.0)
+    assert network_decision(up, 50, config, two) == (None, 2.0)  # both seen by round 50
+    # an unseen halving does not block a doubling, and the block is per direction
+    halvings = record_change(record_change(NO_CHANGES, 41, 0.5), 42, 0.5)
+    assert network_decision(up, 40, config, halvings) == (None, 2.0)
+    assert network_decision(_stats(1e-3, 1.0), 40, config, halvings) == (None, 1.0)
+    # inside the dead band (ratio 30) nothing changes
+    assert network_decision(_stats(1.0, 0.05), 40, config, NO_CHANGES) == (None, 1.0)
+    # at most adapt_max changes
+    full = np.array([[r, 2.0] for r in range(config.adapt_max)], dtype=float)
+    assert network_decision(up, 1000, config, full) == (None, 1.0)
 
 
 def _problem(n_mach: int, n: int, seed: int = 1):

@@ -37,7 +37,9 @@ from dpnet.penalties.group import group_penalty
 # change of c only restarts the transient
 ADAPT_FLOOR = 100.0
 STALL_SECONDS = 3600.0
-PENALTY_SCALE = 0.3  # kappa of the graph rule, measured in docs/algorithms.md
+NO_CHANGES = np.empty((0, 2))  # LoopState.penalty_changes before the first change
+NO_CHANGES.setflags(write=False)
+PENALTY_SCALE = 0.21  # kappa of the spectral start, measured in docs/algorithms.md
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,9 @@ class ADMMConfig:
     adapt_c: bool = True
     adapt_every: int = 10
     adapt_max: int = 30
-    adapt_ratio: float = 10.0
+    adapt_ratio: float = 30.0
     adapt_factor: float = 2.0
+    adapt_unseen: int = 2  # changes of c in one direction the statistics may not yet reflect
     alpha_z: float = 1.0
     relaxation: float = 1.5  # over-relaxation alpha in (0, 2) (relaxed; docs/algorithms.md)
     theta_solver: str = "newton"
@@ -85,7 +88,7 @@ class LoopState:
     v_out: np.ndarray  # dual copies, see steps.dual_update
     v_in: np.ndarray
     c: float
-    n_adapted: int
+    penalty_changes: np.ndarray  # (k, 2): round at whose end c changed, factor
     aggregator: dict[str, np.ndarray]  # TreeAggregator.state()
     history: list[ProgressRecord] = field(default_factory=list)
 
@@ -146,14 +149,19 @@ def record_progress(
 
 
 def network_decision(
-    complete: np.ndarray, done_round: int, config: ADMMConfig, n_adapted: int
+    complete: np.ndarray, done_round: int, config: ADMMConfig, penalty_changes: np.ndarray
 ) -> tuple[str | None, float]:
     """(stop reason or None, factor for c) from the network statistics of ``done_round``;
     every machine (and the batched simulator) takes it from the same numbers.
 
     NaN or inf anywhere stops at once (max-based tests are false for NaN); a run-away iterate
     stops as 'diverged' (relative residuals would look small on it); then the tolerance; else
-    residual balancing every ``adapt_every`` rounds, paused near the tolerance.
+    residual balancing every ``adapt_every`` rounds, paused near the tolerance, at most
+    ``adapt_max`` changes, and no more than ``adapt_unseen`` changes in one direction that the
+    statistics of ``done_round`` do not reflect yet. A change made at the end of round t
+    shows in the statistics of rounds > t, which arrive 2H rounds late: on a long path the
+    residuals of one regime would otherwise drive many changes (a 256-ring doubled c 26
+    times before the first doubling was seen; docs/algorithms.md).
     """
     if not np.isfinite(complete).all():
         return "non-finite", 1.0
@@ -162,15 +170,24 @@ def network_decision(
     if complete[1] <= config.tol:
         return "converged", 1.0
     if (
-        config.adapt_c
-        and n_adapted < config.adapt_max
-        and done_round % config.adapt_every == 0
-        and complete[1] > ADAPT_FLOOR * config.tol
+        not config.adapt_c
+        or len(penalty_changes) >= config.adapt_max
+        or done_round % config.adapt_every != 0
+        or complete[1] <= ADAPT_FLOOR * config.tol
     ):
-        return None, balance_penalty(
-            float(complete[2]), float(complete[3]), config.adapt_ratio, config.adapt_factor
-        )
-    return None, 1.0
+        return None, 1.0
+    factor = balance_penalty(
+        float(complete[2]), float(complete[3]), config.adapt_ratio, config.adapt_factor
+    )
+    unseen = penalty_changes[penalty_changes[:, 0] >= done_round, 1]
+    if factor != 1.0 and np.count_nonzero(unseen == factor) >= config.adapt_unseen:
+        return None, 1.0
+    return None, factor
+
+
+def record_change(penalty_changes: np.ndarray, round_: int, factor: float) -> np.ndarray:
+    """``penalty_changes`` with the change of c by ``factor`` at the end of ``round_``."""
+    return np.vstack([penalty_changes, [[round_, factor]]])
 
 
 def relaxed(
@@ -190,18 +207,38 @@ def relaxed(
     )
 
 
+def laplacian_extremes(graph: nx.Graph) -> tuple[float, float]:
+    """(mu_2, mu_J): the algebraic connectivity and the largest eigenvalue of the graph
+    Laplacian (dense symmetric eigensolver: 0.1-0.3 s at J = 1,000)."""
+    mu = np.linalg.eigvalsh(nx.laplacian_matrix(graph, nodelist=sorted(graph)).toarray())
+    return float(mu[1]), float(mu[-1])
+
+
 def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
     """The starting penalty c_0, from public graph facts only: the same float on every machine.
 
-    ``config.c`` if given; else c_0 = kappa / sum_j d_j = kappa / (J + 2|E|), kappa =
-    PENALTY_SCALE, where sum_j d_j (closed degrees) counts the consensus constraints
-    Z_j = theta_i. Machine j's theta step is then (c_0 d_j)-strongly convex against a local
-    loss f_j of size ~F/J: the proximal weight per machine follows its share of the objective
-    and its degree (docs/algorithms.md).
+    ``config.c`` if given; else the spectral start
+
+        c_0 = kappa / (J sqrt(mu_2 mu_J)),   kappa = PENALTY_SCALE,
+
+    mu_2 and mu_J the extreme non-zero eigenvalues of the graph Laplacian (c_0 = kappa for
+    J = 1). The decentralized-ADMM rate bounds (Shi et al. 2014) put the best c at
+    ~ 1 / sqrt(mu_2 mu_J) times the local losses' curvature, which is ~1/J of the
+    objective's (each f_j carries 1/n over n/J rows). On a complete graph (mu_2 = mu_J = J)
+    this is kappa / J^2, the degree rule kappa / (J + 2|E|); on a ring of 256 it is 61x that
+    rule. Rounded to three significant digits: machines whose eigensolvers differ in the last
+    bits (other hosts' LAPACK) still get the same float unless it sits on a rounding boundary.
+    docs/algorithms.md has the derivation and the measurements.
     """
     if config.c is not None:
         return config.c
-    return PENALTY_SCALE / (graph.number_of_nodes() + 2 * graph.number_of_edges())
+    n_nodes = graph.number_of_nodes()
+    if n_nodes == 1:
+        return PENALTY_SCALE
+    mu_2, mu_max = laplacian_extremes(graph)
+    if mu_2 <= 1e-10 * mu_max:
+        raise ValueError("the machine graph is not connected (algebraic connectivity 0)")
+    return float(f"{PENALTY_SCALE / (n_nodes * np.sqrt(mu_2 * mu_max)):.3g}")
 
 
 def initial_state(comm: Communicator, dim: int, config: ADMMConfig, graph: nx.Graph) -> LoopState:
@@ -216,7 +253,7 @@ def initial_state(comm: Communicator, dim: int, config: ADMMConfig, graph: nx.Gr
         np.zeros((n_nbhd, dim)),
         np.zeros((n_nbhd, dim)),
         initial_penalty(config, graph),
-        0,
+        NO_CHANGES,
         aggregator,
     )
 
@@ -245,7 +282,7 @@ def run_machine(
     dim = data.n_features + 1
     state = initial_state(comm, dim, config, graph) if start_state is None else start_state
     theta, z, theta_nbhd = state.theta, state.z, state.theta_nbhd
-    v_out, v_in, c, n_adapted = state.v_out, state.v_in, state.c, state.n_adapted
+    v_out, v_in, c, changes = state.v_out, state.v_in, state.c, state.penalty_changes
     stats = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours)
     stats.restore(state.aggregator)
     history = list(state.history)
@@ -312,18 +349,16 @@ def run_machine(
         complete = stats.network_stats(t)
         if complete is not None:
             record = record_progress(complete, t - stats.plan.lag, config, history, on_progress)
-            reason, factor = network_decision(complete, record.round, config, n_adapted)
+            reason, factor = network_decision(complete, record.round, config, changes)
             if reason is not None:
                 stop_reason = reason
                 break
             if factor != 1.0:
                 c *= factor
-                n_adapted += 1
+                changes = record_change(changes, t, factor)
         if on_round is not None:
             on_round(
-                LoopState(
-                    t, theta, z, theta_nbhd, v_out, v_in, c, n_adapted, stats.state(), history
-                )
+                LoopState(t, theta, z, theta_nbhd, v_out, v_in, c, changes, stats.state(), history)
             )
 
     total = time.perf_counter() - start

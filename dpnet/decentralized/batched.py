@@ -41,10 +41,12 @@ import networkx as nx
 import numpy as np
 
 from dpnet.decentralized.admm import (
+    NO_CHANGES,
     ADMMConfig,
     ProgressRecord,
     initial_penalty,
     network_decision,
+    record_change,
     record_progress,
 )
 from dpnet.decentralized.steps import GroupStructure, LocalData
@@ -318,7 +320,7 @@ def run_batched(
     stop_reason = "max_rounds"
     rounds = 0
     c = initial_penalty(config, graph)
-    n_adapted = 0
+    changes = NO_CHANGES
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for t in range(1, config.max_rounds + 1):
@@ -354,7 +356,7 @@ def run_batched(
             if complete is None:
                 continue
             record = record_progress(complete, t - lag, config, history, on_progress)
-            reason, factor = network_decision(complete, record.round, config, n_adapted)
+            reason, factor = network_decision(complete, record.round, config, changes)
             if reason is None and stop_when is not None and stop_when(record):
                 reason = "stop_when"
             if reason is not None:
@@ -362,7 +364,7 @@ def run_batched(
                 break
             if factor != 1.0:
                 c *= factor
-                n_adapted += 1
+                changes = record_change(changes, t, factor)
 
     return BatchedResult(
         theta=theta,
@@ -370,7 +372,7 @@ def run_batched(
         rounds=rounds,
         stop_reason=stop_reason,
         c_final=c,
-        n_adapted=n_adapted,
+        n_adapted=len(changes),
         bytes_per_round=bytes_per_round(edges.degree, dim),
         seconds=time.perf_counter() - start,
         history=history,
