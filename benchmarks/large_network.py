@@ -51,8 +51,15 @@ def rounds_to_gap(rounds: np.ndarray, gaps: np.ndarray, rel: float) -> int | Non
 
 
 def one_run(
-    topology: str, n_mach: int, rows: int, tol: float, max_rounds: int, seed: int
+    topology: str,
+    n_mach: int,
+    rows: int,
+    tol: float,
+    max_rounds: int,
+    seed: int,
+    **admm: Any,
 ) -> dict[str, Any]:
+    """One batched run on the sweep's data; ``admm`` overrides ADMMConfig's defaults."""
     graph = build_topology(topology, n_mach, seed=seed)
     n = rows * n_mach
     data = make_group_logistic(n, n_groups=N_GROUPS, rng=np.random.default_rng(seed))
@@ -66,7 +73,7 @@ def one_run(
         LocalData(np.hstack([data.X[p], np.ones((len(p), 1))]), data.y[p], n)
         for p in split_rows(n, n_mach, rng=np.random.default_rng(seed + 1))
     ]
-    config = ADMMConfig(lam=LAM, tol=tol, max_rounds=max_rounds)
+    config = ADMMConfig(lam=LAM, tol=tol, max_rounds=max_rounds, **admm)
 
     tracemalloc.start()
     tracemalloc.reset_peak()

@@ -160,7 +160,7 @@ def network_decision(
     ``adapt_max`` changes, and no more than ``adapt_unseen`` changes in one direction that the
     statistics of ``done_round`` do not reflect yet. A change made at the end of round t
     shows in the statistics of rounds > t, which arrive 2H rounds late: on a long path the
-    residuals of one regime would otherwise drive many changes (a 256-ring doubled c 26
+    residuals of one regime would otherwise drive many changes (a 256-ring doubled c 25
     times before the first doubling was seen; docs/algorithms.md).
     """
     if not np.isfinite(complete).all():
