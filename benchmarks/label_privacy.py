@@ -36,8 +36,8 @@ from dpnet.data.loaders import load_memset
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.job import machine_rng
 from dpnet.privacy.mechanisms import randomized_response
+from dpnet.streams import machine_flip_stream
 
 MODES = {"quick": 5, "full": 50}
 LOSSES = ("logistic", "unbiased")
@@ -48,13 +48,12 @@ J = 5
 
 def rr_labels(y: np.ndarray, keep_prob: float, seed: int) -> np.ndarray:
     """The labels the machines trained on: each machine's RR with its own stream, exactly as
-    dpnet.job.machine_main draws it (the seed is known to the benchmark, not to an attacker
+    dpnet.job.machine_main draws them (the seed is known to the benchmark, not to an attacker
     who lacks it)."""
     out = y.copy()
     for rank, idx in enumerate(split_rows(len(y), J)):
-        out[idx] = randomized_response(y[idx], keep_prob=keep_prob, rng=machine_rng(seed, rank, J))[
-            0
-        ]
+        stream = machine_flip_stream(seed, rank)
+        out[idx] = randomized_response(y[idx], keep_prob=keep_prob, rng=stream)[0]
     return out
 
 

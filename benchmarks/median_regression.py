@@ -107,13 +107,15 @@ def run(
                         init = _irls_repeat(X, y, eps / 2, cache, rep_rng)
                         est = DPMedianRegressor(
                             epsilon=eps / 2,
-                            random_state=rep_rng,
+                            random_state=int(rep_rng.integers(2**63)),
                             **{**PAPER_PARAMS, **kw, "init": init},
                         ).fit(X, y)
                         theta = np.r_[est.intercept_, est.coef_]
                     else:
                         est = DPMedianRegressor(
-                            epsilon=eps, random_state=rep_rng, **{**PAPER_PARAMS, **kw}
+                            epsilon=eps,
+                            random_state=int(rep_rng.integers(2**63)),
+                            **{**PAPER_PARAMS, **kw},
                         ).fit(X, y)
                         theta = np.r_[est.intercept_, est.coef_]
                     elapsed = time.perf_counter() - start

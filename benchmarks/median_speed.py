@@ -52,7 +52,7 @@ def main() -> None:
     for label, kw in FITS.items():
         t = _median_time(
             lambda kw=kw: DPMedianRegressor(
-                epsilon=1.0, random_state=rng, **{**PAPER_PARAMS, **kw}
+                epsilon=1.0, random_state=int(rng.integers(2**63)), **{**PAPER_PARAMS, **kw}
             ).fit(X, y),
             args.repeats,
         )

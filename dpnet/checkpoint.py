@@ -2,14 +2,23 @@
 
 Every ``every`` rounds each machine writes ``DIR/machine-<rank>/round-<t>.npz`` atomically
 (a temporary file, then a rename; mode 0600) holding what it needs to continue bitwise: the
-round loop's :class:`~dpnet.decentralized.admm.LoopState` (iterates, both dual copies, c, the
-termination waves, the history), its randomized labels, its traffic counters and its random
-stream's state. Nothing of another machine, and nothing computed from its raw labels: a
-resumed machine uses the labels it randomized before, so resuming is not a second release.
-The file also holds SHA-256 fingerprints of the machine's graph, settings and data (its
-features and row layout: the inputs label-DP treats as public, never the raw labels), to refuse
-a checkpoint of another run. A checkpoint is thus inside the release boundary, like the results
-file; it holds the machine's features, so it stays with the machine.
+round loop's :class:`~dpnet.decentralized.admm.LoopState` (iterates, both dual copies, c and
+its changes, the termination waves, the history), its randomized labels and its traffic
+counters. Each is a function of public inputs and the randomized labels. The file also holds
+SHA-256 fingerprints of the machine's graph, settings and data (its features and row layout:
+the inputs label-DP treats as public, never the raw labels), to refuse a checkpoint of another
+run. A checkpoint is thus inside the release boundary, like the results file; it holds the
+machine's features, so it stays with the machine.
+
+What it does not hold: the raw labels, anything computed from them, and anything of the
+randomized-response stream (state, seed, uniforms, counters). That stream is created for the
+draw and dropped after it (:mod:`dpnet.streams`); a resumed machine needs none of it, because
+it reuses the labels it randomized before (resuming is not a second release). Format 2
+checkpoints stored that stream's PCG64 state, which rewinds to every flip and so gives every
+raw label: they are refused by name, never resumed.
+
+The zip archive is written with fixed timestamps, so two runs with the same release write the
+same bytes (the release-boundary tests compare checkpoints byte by byte).
 
 The two latest checkpoints are kept: a machine killed while writing round t leaves round
 t - every intact, and a resumed run starts from the latest round that every machine has.
@@ -34,7 +43,9 @@ from dpnet.decentralized.admm import LoopState, ProgressRecord
 from dpnet.decentralized.boundary import RawShard
 from dpnet.errors import DpnetError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+LEAKY_FORMATS = {2: "it holds the randomized-response stream's state, which gives every raw label"}
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 KEEP = 2
 _ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in")
 
@@ -45,12 +56,11 @@ class CheckpointError(DpnetError):
 
 @dataclass(frozen=True)
 class Resumed:
-    """What a machine continues from: its loop state, randomized labels, counters, stream."""
+    """What a machine continues from: its loop state, randomized labels and counters."""
 
     state: LoopState
     y_randomized: np.ndarray
     traffic: dict[str, float | int]
-    rng_state: dict[str, Any]
 
 
 def _sha256(*parts: bytes) -> str:
@@ -119,14 +129,12 @@ class Checkpointer:
         prints: dict[str, str],
         y_randomized: np.ndarray,
         traffic: Callable[[], dict[str, float | int]],
-        rng_state: dict[str, Any],
     ) -> None:
         self.dir = machine_dir(directory, rank)
         self.every = every
         self.prints = prints
         self.y_randomized = y_randomized
         self.traffic = traffic
-        self.rng_state = rng_state
 
     def __call__(self, state: LoopState) -> None:
         if state.round % self.every == 0:
@@ -139,7 +147,6 @@ class Checkpointer:
             "round": state.round,
             "c": state.c,
             "traffic": self.traffic(),
-            "rng_state": self.rng_state,
         }
         arrays = {name: getattr(state, name) for name in _ARRAYS}
         arrays |= {f"aggregator_{k}": v for k, v in state.aggregator.items()}
@@ -153,7 +160,7 @@ class Checkpointer:
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".round-", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **arrays)
+                _write_npz(handle, arrays)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, target)
@@ -165,6 +172,15 @@ class Checkpointer:
         return target
 
 
+def _write_npz(handle: Any, arrays: dict[str, np.ndarray]) -> None:
+    """``np.savez`` with fixed member timestamps: the same arrays give the same bytes."""
+    with zipfile.ZipFile(handle, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=ZIP_DATE)
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+
+
 def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) -> Resumed:
     """Machine ``rank``'s checkpoint of ``round_``, refused unless it matches ``prints``."""
     path = machine_dir(directory, rank) / f"round-{round_:010d}.npz"
@@ -172,6 +188,11 @@ def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) 
         with np.load(path, allow_pickle=False) as stored:
             arrays = {k: stored[k] for k in stored.files}
         meta = json.loads(str(arrays.pop("meta")))
+        if meta.get("format") in LEAKY_FORMATS:
+            raise CheckpointError(
+                f"{path}: format {meta['format']} is refused: {LEAKY_FORMATS[meta['format']]} "
+                f"(delete it and start the run again; dpnet writes format {FORMAT_VERSION})"
+            )
         if meta.get("format") != FORMAT_VERSION:
             raise CheckpointError(f"{path}: format {meta.get('format')}, not {FORMAT_VERSION}")
         for what, value in prints.items():
@@ -197,7 +218,7 @@ def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) 
             aggregator,
             history,
         )
-        return Resumed(state, arrays["y_randomized"], meta["traffic"], meta["rng_state"])
+        return Resumed(state, arrays["y_randomized"], meta["traffic"])
     except CheckpointError:
         raise
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:

@@ -15,6 +15,13 @@ class DataError(DpnetError, ValueError):
     """A data file is missing or malformed, or arrays violate a documented assumption."""
 
 
+class NetworkDataError(DataError):
+    """The job cannot go on, and every machine knows it in the same exchange: raised from
+    values that network sums made bitwise identical on every machine (e.g. --cv's lambda_max
+    on randomized labels of one class), so no machine is left waiting. Exit code 2 on every
+    backend, one line from rank 0."""
+
+
 class TopologyError(DpnetError, ValueError):
     """A graph is unknown, malformed, disconnected or does not match the number of machines."""
 

@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dpnet import streams
 from dpnet.data.partition import split_rows
 from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.boundary import RawShard
@@ -38,15 +39,6 @@ _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 SELECT_RTOL = 1e-6
 
 
-def _machine_rngs(random_state: int | None, n_machines: int) -> list[np.random.Generator]:
-    """Machine j's stream: child j + 1 of SeedSequence(random_state) (as in the main job),
-    or fresh OS entropy per machine."""
-    if random_state is None:
-        return [np.random.default_rng() for _ in range(n_machines)]
-    children = np.random.SeedSequence(random_state).spawn(n_machines + 1)[1:]
-    return [np.random.default_rng(c) for c in children]
-
-
 class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     """Group-lasso logistic regression fitted by J simulated machines on a graph.
 
@@ -60,7 +52,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     give them, and a training set holding one class only is fitted like any other. With
     ``classes=None`` they are read from ``y`` (which values occur is then not covered by the
     guarantee, and y must hold two classes). ``random_state``: int (reproducible; whoever
-    knows it can undo the randomized response) or None (OS entropy).
+    knows it can undo the randomized response) or None (OS entropy); machine j's flips come
+    from :func:`dpnet.streams.machine_flip_stream`, as in the main job.
 
     Learned: ``classes_``, ``n_features_in_``, ``coef_``, ``intercept_``, ``machine_coefs_``
     ((J, p+1): each machine's Z), ``n_iter_`` (rounds), ``stop_reason_``,
@@ -166,12 +159,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         group_labels, weights = self._group_labels(groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
         shards = [
-            RawShard(
-                np.ascontiguousarray(X[idx]), y_pm1[idx], X.shape[0], group_labels, weights, None
-            )
+            RawShard(np.ascontiguousarray(X[idx]), y_pm1[idx], X.shape[0], group_labels, weights)
             for idx in split_rows(X.shape[0], self.n_machines)
         ]
-        rngs = _machine_rngs(self.random_state, self.n_machines)
+        seed = streams.check_seed(self.random_state, "random_state")
         outcomes = run_in_process(
             graph,
             lambda comm: run_private_machine(
@@ -181,7 +172,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
                 loss=self.loss,
                 admm=admm,
                 graph=graph,
-                rng=rngs[comm.rank],
+                rng=streams.machine_flip_stream(seed, comm.rank),
             ),
         )
         releases = [o.release for o in outcomes]

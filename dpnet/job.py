@@ -1,5 +1,5 @@
-"""One machine's work in the main job (backend independent): its own random stream,
-randomized response (or, resumed, its stored randomized labels), checkpoints, the ADMM rounds.
+"""One machine's work in the main job (backend independent): randomized response with a
+stream of its own (or, resumed, its stored randomized labels), checkpoints, the ADMM rounds.
 The set-up before it is :mod:`dpnet.setup`; the release after it, :mod:`dpnet.report`.
 """
 
@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from dpnet import checkpoint
+from dpnet import checkpoint, streams
 from dpnet.checkpoint import Checkpointer, Resumed
 from dpnet.config import RunConfig
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.boundary import PrivateShard, RawShard
-from dpnet.decentralized.cv import CVResult, assign_folds, cross_validate, fold_rng
+from dpnet.decentralized.cv import CVResult, assign_folds, cross_validate
 from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
 from dpnet.errors import ConfigError
 
@@ -29,14 +29,6 @@ class JobOutcome(MachineOutcome):
     """A machine's outcome in the main job: the fit's, plus its cross-validation (--cv)."""
 
     cross_validation: CVResult | None = None
-
-
-def machine_rng(seed_entropy: int | None, rank: int, size: int) -> np.random.Generator:
-    """Machine ``rank``'s own stream: child ``rank + 1`` of the run seed (child 0 is rank 0's
-    data stream), or fresh OS entropy drawn on this machine when no seed is given."""
-    if seed_entropy is None:
-        return np.random.default_rng()
-    return np.random.default_rng(np.random.SeedSequence(seed_entropy).spawn(size + 1)[rank + 1])
 
 
 def admm_config(config: RunConfig) -> ADMMConfig:
@@ -66,21 +58,22 @@ def machine_main(
     on_progress: Any = None,
     resumed: Resumed | None = None,
 ) -> JobOutcome:
-    """One machine of the main job: randomized response with its own stream (or, resumed,
-    the labels it randomized before), checkpoints if asked, with --cv the cross-validation
-    of lambda (on the randomized labels), then the ADMM rounds."""
-    rng = machine_rng(raw.seed_entropy, comm.rank, comm.size)
-    folds_stream = fold_rng(rng) if config.cv else None
+    """One machine of the main job: randomized response with a stream used for it alone
+    (:func:`dpnet.streams.machine_flip_stream`, created for the draw and dropped with it) or,
+    resumed, the labels it randomized before; checkpoints if asked; with --cv the
+    cross-validation of lambda (on the randomized labels, folds from a stream of their own);
+    then the ADMM rounds."""
     p = config.keep_probability
     part = f"machine {comm.rank}"
     keep_oracle = config.oracle_output is not None
     if resumed is None:
-        crossing = boundary.cross_boundary(raw, p, rng, part, keep_oracle=keep_oracle)
+        flips = streams.machine_flip_stream(config.seed, comm.rank)  # for this call alone
+        crossing = boundary.cross_boundary(raw, p, flips, part, keep_oracle=keep_oracle)
+        del flips
     else:
         crossing = boundary.recross_boundary(
             raw, resumed.y_randomized, part, keep_oracle=keep_oracle
         )
-        rng.bit_generator.state = resumed.rng_state
         comm.stats.restore(resumed.traffic)
     on_round = None
     if config.checkpoint is not None:
@@ -91,14 +84,19 @@ def machine_main(
             checkpoint_prints(config, graph, comm.rank, raw),
             crossing[0].y,
             comm.stats.as_dict,
-            rng.bit_generator.state,
         )
     del raw  # nothing below may read the raw labels
     admm = admm_config(config)
     cv = None
     if config.cv:
         cv = machine_cross_validation(
-            comm, crossing[0], config, graph, admm, folds_stream, on_progress is not None
+            comm,
+            crossing[0],
+            config,
+            graph,
+            admm,
+            streams.machine_fold_stream(config.seed, comm.rank),
+            on_progress is not None,
         )
         admm = replace(admm, lam=cv.selected)
         comm.stats.reset()  # the final fit's counters start at zero, as without --cv

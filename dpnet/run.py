@@ -5,7 +5,9 @@ machines run as threads of this process (in-process backend, same numerics, same
 
 Exit codes: 0 a result (converged, or max_rounds with a warning); 1 an exception on some rank
 aborted the job; 2 bad input (one line from rank 0, before any round: options, data, graph,
-output paths, ranks started with different settings); 3 no estimate (an iterate became
+output paths, ranks started with different settings; or, after set-up, data every machine
+finds unusable in the same exchange: NetworkDataError, e.g. --cv on one-class randomized
+labels); 3 no estimate (an iterate became
 non-finite, or ran away: stop_reason "non-finite" / "diverged"); 4 the results were written
 but the plot could not be; 5 a neighbour went silent for --peer-timeout seconds (or a machine
 was told so by its neighbours): every machine stops, nothing written; 130 interrupted (Ctrl-C).
@@ -26,7 +28,7 @@ from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig, parse_config
 from dpnet.decentralized.cv import check_fold_counts
 from dpnet.decentralized.machine import consensus_model
-from dpnet.errors import DpnetError, TopologyError
+from dpnet.errors import DpnetError, NetworkDataError, TopologyError
 from dpnet.job import JobOutcome, check_checkpoint_dir, machine_main, resume_machine
 from dpnet.network.comm import PeerFault
 from dpnet.network.topology import build_topology, describe_topology, validate_topology
@@ -276,6 +278,9 @@ def run_mpi(config: RunConfig, started_at: float) -> int:
         # no MPI_Finalize: it would wait for the silent peer; mpiexec ends the reachable ranks
         print(f"dpnet: {exc}; nothing written", file=sys.stderr, flush=True)
         os._exit(EXIT_PEER_FAULT)
+    except NetworkDataError as exc:  # every rank raised it in the same exchange
+        comm.free()
+        return _fail(str(exc), world.rank)
     code = _exit_code(outcome.release.result.stop_reason)
     if world.rank == 0:
         code = _finish(config, graph, setup, outcomes, time.perf_counter() - start, "mpi")

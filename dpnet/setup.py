@@ -3,10 +3,11 @@
 Data flow and the release boundary (docs/privacy.md, "The release boundary"):
 
     rank 0 (single data file or synthetic data): load -> split rows -> one RawShard per
-        machine; held-out rows -> randomized response with rank 0's own stream ->
-        EvaluationSet (randomized labels only). A public --test-data file is used as is.
-    every machine (dpnet.decentralized.machine): RawShard -> cross_boundary (randomized
-        response, own stream) -> PrivateShard -> ADMM rounds -> MachineRelease
+        machine; held-out rows -> randomized response (a stream used for it alone, see
+        dpnet.streams) -> EvaluationSet (randomized labels only). A public --test-data file
+        is used as is.
+    every machine (dpnet.job): RawShard -> cross_boundary (randomized response, a stream
+        used for it alone) -> PrivateShard -> ADMM rounds -> MachineRelease
     ---- from here on only public inputs and randomized labels flow ----
     rank 0: MachineReleases + PublicSetUp -> report, summary, plot (dpnet.report)
 
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpnet import streams
 from dpnet.config import RunConfig
 from dpnet.data.dataset import GroupData
 from dpnet.data.labels import LabelDomain
@@ -68,14 +70,6 @@ def group_weights(groups: np.ndarray, kind: str) -> np.ndarray:
     return np.ones(len(sizes)) if kind == "ones" else np.sqrt(sizes.astype(float))
 
 
-def holdout_rng(seed: int | None, n_machines: int) -> np.random.Generator:
-    """Rank 0's stream for the held-out rows' randomized response: child J + 1 of the run
-    seed (after the data stream 0 and the machines 1..J), or fresh OS entropy."""
-    if seed is None:
-        return np.random.default_rng()
-    return np.random.default_rng(np.random.SeedSequence(seed).spawn(n_machines + 2)[-1])
-
-
 def _labels(config: RunConfig) -> LabelDomain:
     return LabelDomain.parse(config.labels)
 
@@ -99,7 +93,7 @@ def _randomized_holdout(
 
     p = config.keep_probability
     noisy = boundary.randomize_labels(
-        holdout.y, p, holdout_rng(config.seed, n_machines), HOLDOUT_PART
+        holdout.y, p, streams.holdout_flip_stream(config.seed, n_machines), HOLDOUT_PART
     )
     return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), randomized_response_event(p)
 
@@ -110,11 +104,7 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
     Held-out rows split off the private data (or generated with it) are private rows too:
     their labels go through randomized response before anything is computed from them.
     """
-    data_rng = (
-        np.random.default_rng(np.random.SeedSequence(config.seed).spawn(1)[0])
-        if config.seed is not None
-        else np.random.default_rng()
-    )
+    data_rng = streams.data_stream(config.seed)
     holdout = None
     if config.data is None:
         train = make_group_logistic(
@@ -158,7 +148,6 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
             train.n_samples,
             train.groups,
             weights,
-            config.seed,
         )
         for idx in parts
     ]
@@ -214,5 +203,4 @@ def shard_from_own_data(own: GroupData, n_total: int, config: RunConfig) -> RawS
         n_total,
         own.groups,
         group_weights(own.groups, config.group_weights),
-        config.seed,
     )

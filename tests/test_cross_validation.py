@@ -20,11 +20,11 @@ from dpnet.decentralized import boundary
 from dpnet.decentralized import cv as cvm
 from dpnet.decentralized.admm import ADMMConfig, run_machine
 from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.job import machine_rng
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
 from dpnet.run import main
+from dpnet.streams import machine_flip_stream, machine_fold_stream
 from tests.launch import run_job
 from tests.reference import group_logistic_optimum
 
@@ -102,10 +102,7 @@ def _distributed_cv(X_parts, y_parts, fold_parts, graph, loss, grid=GRID) -> lis
 
 def _parts(X, y, seed=SEED):
     idx = split_rows(N, J)
-    folds = [
-        cvm.assign_folds(len(i), K, cvm.fold_rng(machine_rng(seed, j, J)))
-        for j, i in enumerate(idx)
-    ]
+    folds = [cvm.assign_folds(len(i), K, machine_fold_stream(seed, j)) for j, i in enumerate(idx)]
     return [X[i] for i in idx], [y[i] for i in idx], folds
 
 
@@ -158,14 +155,13 @@ def test_network_sum_is_the_sum_and_bitwise_equal_everywhere(graph):
 
 
 def test_folds_balanced_reproducible_and_own_stream():
-    a = cvm.assign_folds(11, 3, cvm.fold_rng(machine_rng(SEED, 0, J)))
-    b = cvm.assign_folds(11, 3, cvm.fold_rng(machine_rng(SEED, 0, J)))
-    c = cvm.assign_folds(11, 3, cvm.fold_rng(machine_rng(SEED, 1, J)))
+    a = cvm.assign_folds(11, 3, machine_fold_stream(SEED, 0))
+    b = cvm.assign_folds(11, 3, machine_fold_stream(SEED, 0))
+    c = cvm.assign_folds(11, 3, machine_fold_stream(SEED, 1))
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     assert np.bincount(a).tolist() == [4, 4, 3]
-    stream = machine_rng(SEED, 0, J)
-    cvm.fold_rng(stream)  # spawning draws nothing: the randomized response is unchanged
-    assert stream.random() == machine_rng(SEED, 0, J).random()
+    # the folds' stream is not the randomized response's
+    assert machine_fold_stream(SEED, 0).random() != machine_flip_stream(SEED, 0).random()
 
 
 def test_lambda_max_is_where_every_group_leaves():
@@ -287,7 +283,7 @@ def _check_against_central(report: dict, X, y, keep_prob: float) -> None:
     X_parts, y_parts, folds = _parts(X, y)
     if keep_prob < 1:  # the machines' randomized labels, from their own streams
         y_parts = [
-            boundary.randomize_labels(yj, keep_prob, machine_rng(SEED, j, J), "")
+            boundary.randomize_labels(yj, keep_prob, machine_flip_stream(SEED, j), "")
             for j, yj in enumerate(y_parts)
         ]
     _, mean, se = _central_cv(X_parts, y_parts, folds, GRID, Logistic())

@@ -12,18 +12,19 @@ from scipy import stats
 from dpnet.config import RunConfig
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.job import machine_rng
 from dpnet.privacy.mechanisms import randomized_response
+from dpnet.streams import machine_flip_stream
 
 
 def test_machine_streams_differ_and_are_reproducible():
-    draws = [machine_rng(123, j, 8).random(64) for j in range(8)]
+    draws = [machine_flip_stream(123, j).random(64) for j in range(8)]
     for i in range(8):
         for j in range(i + 1, 8):
             assert not np.array_equal(draws[i], draws[j])
-    assert np.array_equal(draws[3], machine_rng(123, 3, 8).random(64))
+    assert np.array_equal(draws[3], machine_flip_stream(123, 3).random(64))
     # without a seed each machine draws fresh OS entropy
-    assert not np.array_equal(machine_rng(None, 0, 8).random(8), machine_rng(None, 0, 8).random(8))
+    fresh = [machine_flip_stream(None, 0).random(8) for _ in range(2)]
+    assert not np.array_equal(*fresh)
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])
@@ -33,7 +34,7 @@ def test_each_machine_flips_with_probability_one_minus_p(epsilon):
     y = np.where(np.arange(n) % 3 == 0, 1.0, -1.0)
     flips = []
     for j in range(5):
-        noisy, _ = randomized_response(y, keep_prob=p, rng=machine_rng(5, j, 5))
+        noisy, _ = randomized_response(y, keep_prob=p, rng=machine_flip_stream(5, j))
         k = int(np.count_nonzero(noisy != y))
         assert stats.binomtest(k, n, 1 - p).pvalue > 1e-3
         # flips are label-independent: same rate among +1 and -1 labels

@@ -39,7 +39,6 @@ class RawShard:
     n_total: int
     group_labels: np.ndarray
     group_weights: np.ndarray
-    seed_entropy: int | None
 
 
 @dataclass(frozen=True)

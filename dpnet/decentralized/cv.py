@@ -1,9 +1,10 @@
 r"""K-fold cross-validation of lambda carried out by the machines themselves (paper 3, §3.1).
 
-Machine j splits its own n_j rows into K folds with a stream of its own (:func:`fold_rng`, a
-child of the machine's stream: never shared with another machine) and keeps the assignment to
-itself. For every fold k and every lambda of a grid, largest first, the decentralized ADMM
-(:func:`~dpnet.decentralized.admm.run_machine`, unchanged) minimises
+Machine j splits its own n_j rows into K folds with a stream of its own
+(:func:`dpnet.streams.machine_fold_stream`: not the randomized-response stream, never shared
+with another machine) and keeps the assignment to itself. For every fold k and every lambda
+of a grid, largest first, the decentralized ADMM (:func:`~dpnet.decentralized.admm.run_machine`,
+unchanged) minimises
 
     F_k(theta) = (1/n_{-k}) sum_{i not in fold k} l(y_i x~_i^T theta) + (lam/2) sum_g w_g ||beta_g||
 
@@ -44,18 +45,12 @@ from dpnet.decentralized.admm import (
 )
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.decentralized.termination import tree_plan
-from dpnet.errors import ConfigError, DataError
+from dpnet.errors import ConfigError, NetworkDataError
 from dpnet.network.comm import Communicator
 from dpnet.penalties.group import group_norms
 
 CV_RULES = ("min", "1se")
 INTERCEPT_BRACKET = 60.0  # |b| beyond this the intercept-only model has no useful minimiser
-
-
-def fold_rng(machine_stream: np.random.Generator) -> np.random.Generator:
-    """The machine's fold stream: a spawned child of its own stream (spawning draws nothing
-    from the parent, so the randomized response is unchanged by --cv)."""
-    return machine_stream.spawn(1)[0]
 
 
 def assign_folds(n_rows: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -127,7 +122,7 @@ def network_sum(comm: Communicator, graph: nx.Graph, values: np.ndarray) -> np.n
 
 def intercept_only(loss: Any, n_pos: float, n_neg: float) -> float:
     """argmin_b n_pos l(b) + n_neg l(-b): the intercept of the model with beta = 0 (a root of
-    the increasing derivative); DataError if it does not lie within +-60."""
+    the increasing derivative); NetworkDataError if it does not lie within +-60."""
 
     def slope(b: float) -> float:
         d_pos, d_neg = loss.derivative(np.array([b, -b]))
@@ -135,7 +130,7 @@ def intercept_only(loss: Any, n_pos: float, n_neg: float) -> float:
 
     lo, hi = -INTERCEPT_BRACKET, INTERCEPT_BRACKET
     if not (slope(lo) < 0 < slope(hi)):
-        raise DataError(
+        raise NetworkDataError(
             "cross-validation: the intercept-only model has no minimiser on these (randomized) "
             "labels, so lambda_max is undefined: give --lam-grid"
         )
@@ -166,7 +161,7 @@ def lambda_max(
     penalised = weights > 0
     lam = float(np.max(2.0 * norms[penalised] / weights[penalised], initial=0.0))
     if not (0.0 < lam < math.inf):
-        raise DataError(
+        raise NetworkDataError(
             f"cross-validation: lambda_max = {lam:g} (no column correlates with the labels): "
             "give --lam-grid"
         )
@@ -186,10 +181,10 @@ def cv_curve(fold_losses: np.ndarray, fold_sizes: np.ndarray) -> tuple[np.ndarra
 def select(mean: np.ndarray, se: np.ndarray) -> tuple[int, int]:
     """(index of lambda_min, index of lambda_1se) on a decreasing grid: the first (largest
     lambda) minimiser of CV, and the first lambda with CV <= CV_min + SE_min. Non-finite CV
-    values (a fit that ran away) are never chosen; DataError if every one is."""
+    values (a fit that ran away) are never chosen; NetworkDataError if every one is."""
     finite = np.isfinite(mean) & np.isfinite(se)
     if not finite.any():
-        raise DataError("cross-validation: every lambda's validation loss is NaN or inf")
+        raise NetworkDataError("cross-validation: every lambda's validation loss is NaN or inf")
     i_min = int(np.argmin(np.where(finite, mean, np.inf)))
     bound = mean[i_min] + se[i_min]
     i_1se = int(np.flatnonzero(finite & (mean <= bound))[0])

@@ -20,6 +20,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from dpnet import streams
 from dpnet.baselines.median.algorithms import (
     dp_coordinate_descent,
     dp_irls,
@@ -85,8 +86,10 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
     Guarantee: every DP method is epsilon-DP (pure) for replacing one row (x_i, y_i); n is
     public. Everything that sets a sensitivity (x_bound, y_bound, lam, intercept_ridge, gamma,
     e, step, beta_bound, n_splits, init_share) is a parameter, never read from the data.
-    Parameters are validated in fit. After fit: coef_, intercept_, privacy_ (the ledger's
-    dict), n_features_in_ (and feature_names_in_ for named columns).
+    random_state: an int (reproducible; whoever knows it can recompute the noise) or None (OS
+    entropy); every fit draws from a new stream (:func:`dpnet.streams.estimator_stream`), kept
+    by nothing after the fit. Parameters are validated in fit. After fit: coef_, intercept_,
+    privacy_ (the ledger's dict), n_features_in_ (and feature_names_in_ for named columns).
     """
 
     def __init__(
@@ -106,7 +109,7 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
         init: str | np.ndarray = "private",
         init_share: float = 0.5,
         intercept_ridge: float | None = None,
-        random_state: int | np.random.Generator | None = None,
+        random_state: int | None = None,
     ) -> None:
         self.method = method
         self.epsilon = epsilon
@@ -187,7 +190,7 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
         if self.y_bound is not None:
             ya = clip_values(ya, self.y_bound)
         ledger = PrivacyLedger() if ledger is None else ledger
-        rng = np.random.default_rng(self.random_state)
+        rng = streams.estimator_stream(self.random_state)
         a_mu = 1.0 / math.sqrt(n) if self.intercept_ridge is None else float(self.intercept_ridge)
         common = {"lam": float(self.lam), "x_bound": float(self.x_bound)}
         if self.method == "exact":
@@ -329,8 +332,9 @@ def run_median_baselines(
     if int(n_samples) != n_samples or n_samples < 2 * PAPER_PARAMS["n_splits"]:
         raise ConfigError(f"n_samples must be an integer >= 80, got {n_samples!r}")
     ledger = PrivacyLedger() if ledger is None else ledger
-    rng = np.random.default_rng(seed)
-    X, y = simulate_median_data(int(n_samples), rng=rng)
+    # the data and each method's mechanism draw from streams of their own (dpnet.streams)
+    data_seed, *method_seeds = streams.child_seeds(seed, 4)
+    X, y = simulate_median_data(int(n_samples), rng=np.random.default_rng(data_seed))
     out: dict[str, Any] = {
         "epsilon": eps,
         "seed": None if seed is None else int(seed),
@@ -348,8 +352,10 @@ def run_median_baselines(
         "note": "non-private reference on the synthetic data (not recorded in the ledger)",
     }
     spent = 0.0
-    for method in ("objective", "irls", "coordinate"):
-        est = DPMedianRegressor(method=method, epsilon=eps, random_state=rng, **PAPER_PARAMS)
+    for method, method_seed in zip(("objective", "irls", "coordinate"), method_seeds, strict=True):
+        est = DPMedianRegressor(
+            method=method, epsilon=eps, random_state=method_seed, **PAPER_PARAMS
+        )
         start = time.perf_counter()
         est.fit(X, y, ledger=ledger)
         elapsed = time.perf_counter() - start

@@ -34,6 +34,7 @@ import numpy as np
 from dp_accounting import dp_event
 from numpy.typing import ArrayLike
 
+from dpnet import streams
 from dpnet.baselines.rdp_admm.common import (
     DPLinearClassifier,
     check_int,
@@ -122,7 +123,7 @@ class DPADMMClassifier(DPLinearClassifier):
         )
         self.privacy_["composition"] = f"parallel over {parties} disjoint parties (rows by index)"
         mult = self.privacy_["noise_multiplier"]
-        rng = np.random.default_rng(self.random_state)
+        rng = streams.estimator_stream(self.random_state)
         shards = np.array_split(np.arange(n), parties)
         xs, ys, z = np.zeros((parties, p)), np.zeros((parties, p)), np.zeros(p)
         history = [objective(loss, A, ypm, z, lam)]
@@ -229,7 +230,7 @@ class ADMMObjPClassifier(DPLinearClassifier):
                 f"epsilon/n_iter = {eps_iter:.3g} does not exceed the Jacobian term {jac:.3g}; "
                 "raise epsilon or rho, or lower n_iter"
             )
-        rng = np.random.default_rng(self.random_state)
+        rng = streams.estimator_stream(self.random_state)
         step = 1.0 / (curv + rho)
         x, z, yd = np.zeros(p), np.zeros(p), np.zeros(p)
         history = [objective(loss, A, ypm, z, lam)]

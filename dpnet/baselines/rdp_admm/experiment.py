@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from dpnet import streams
 from dpnet.baselines.rdp_admm.common import DPLinearClassifier, get_loss, objective
 from dpnet.baselines.rdp_admm.comparators import ADMMObjPClassifier, DPADMMClassifier
 from dpnet.baselines.rdp_admm.data import coverage, make_synthetic, true_model
@@ -99,11 +100,9 @@ def make_estimators(
 
 
 def method_seeds(seed: int | None, count: int) -> list[int | None]:
-    """Integer seeds of children 1..count of ``SeedSequence(seed)`` (None: OS entropy each)."""
-    if seed is None:
-        return [None] * count
-    children = np.random.SeedSequence(seed).spawn(count + 1)[1:]
-    return [int(c.generate_state(1, np.uint64)[0]) for c in children]
+    """Integer seeds of children 1..count of ``SeedSequence(seed)`` (child 0 is the data's;
+    None: OS entropy each)."""
+    return streams.child_seeds(seed, count + 1)[1:]
 
 
 def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
@@ -140,8 +139,7 @@ def run_rdp_admm_baselines(
         raise ConfigError(f"seed must be an integer or None (OS entropy), got {seed!r}")
     n_train, n_test = (4_000, 2_000) if quick else (36_000, 4_000)
     lam = 1e-4
-    data_seed = None if seed is None else np.random.SeedSequence(seed).spawn(1)[0]
-    X, y = make_synthetic(n_train + n_test, rng=np.random.default_rng(data_seed))
+    X, y = make_synthetic(n_train + n_test, rng=streams.data_stream(seed))
     Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
     loss = get_loss("logistic")
     truth = np.append(true_model(), 0.0)

@@ -26,6 +26,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
+from dpnet import streams
 from dpnet.baselines.rdp_admm.common import (
     BatchSampler,
     DPLinearClassifier,
@@ -66,7 +67,7 @@ class _GradientPerturbationClassifier(DPLinearClassifier):
         A, ypm = self._validate_training_data(X, y, check_positive("row_bound", self.row_bound))
         n, p = A.shape
         m = max(1, round(math.sqrt(n))) if self.batch_size is None else self.batch_size
-        rng = np.random.default_rng(self.random_state)
+        rng = streams.estimator_stream(self.random_state)
         sampler = BatchSampler(self.sampling, n, check_int("batch_size", m), rng)
         per_epoch = math.ceil(n / sampler.batch_size)
         self.privacy_, self.privacy_event_ = sampled_gaussian_privacy(

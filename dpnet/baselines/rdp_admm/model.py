@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from dpnet import streams
 from dpnet.baselines.rdp_admm.common import (
     DPLinearClassifier,
     check_int,
@@ -136,7 +137,7 @@ class MPADMMClassifier(DPLinearClassifier):
         )
         self.privacy_.update(perturb=self.perturb, sensitivities={"x": dx, "z": dz, "y": dy})
         mult = self.privacy_["noise_multiplier"]
-        rng = np.random.default_rng(self.random_state)
+        rng = streams.estimator_stream(self.random_state)
         x, z, yd = np.zeros(p), np.zeros(p), np.zeros(p)
         history = [objective(loss, A, ypm, z, lam)]
         for _ in range(epochs):
