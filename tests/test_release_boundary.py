@@ -162,33 +162,3 @@ def test_results_file_is_world_readable(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644 & ~umask
-
-
-def _checkpoint_contents(directory: Path) -> dict[str, dict[str, object]]:
-    """Every machine's checkpoint files, loaded (zip timestamps differ between runs)."""
-    out: dict[str, dict[str, object]] = {}
-    for path in sorted(directory.glob("machine-*/round-*.npz")):
-        with np.load(path, allow_pickle=False) as stored:
-            out[str(path.relative_to(directory))] = {k: stored[k].tolist() for k in stored.files}
-    return out
-
-
-def test_one_raw_label_changes_no_checkpoint(tmp_path):
-    """Checkpoints are written by the run too: with the randomized labels held fixed, a
-    changed raw label must leave every machine's checkpoint as it was."""
-    X, y, groups = _data()
-    _, training = _held_out_and_training_row()
-    y_changed = y.copy()
-    y_changed[training] = -y_changed[training]
-    args = ["--data", "d.npz", "--seed", str(SEED), "--epsilon", "1", "--machines", str(J)]
-    args += ["--test-fraction", str(TEST_FRACTION), "--tol", "1e-14", "--max-rounds", "30"]
-    args += ["--checkpoint", "ck", "--checkpoint-every", "10"]
-    contents = []
-    for name, labels in (("a", y), ("b", y_changed)):
-        (tmp_path / name).mkdir()
-        np.savez(tmp_path / name / "d.npz", X=X, y=labels, groups=groups)
-        done = run_job(args, module="tests.fixed_labels", cwd=tmp_path / name)
-        assert done.returncode == 0, done.stderr
-        contents.append(_checkpoint_contents(tmp_path / name / "ck"))
-    assert len(contents[0]) == 2 * J  # rounds 20 and 30 on every machine
-    assert contents[0] == contents[1], "a checkpoint depends on a raw label"

@@ -1,0 +1,130 @@
+"""Test hook: ``python -m dpnet.run`` with the randomized-response uniforms chosen by the test.
+
+``[mpiexec -n J] python -m tests.varied_randomness ARGS`` runs the main job unchanged (the real
+mechanism, the real streams module, the real output code) except that
+
+- every randomized-response stream (:func:`dpnet.streams.machine_flip_stream`,
+  :func:`dpnet.streams.holdout_flip_stream`) is :func:`flip_stream` of the key in
+  ``DPNET_TEST_FLIP_KEY``: the test knows every uniform the mechanism draws, so it can choose
+  raw labels for which the real mechanism yields the randomized labels it wants
+  (:func:`raw_labels_for`);
+- every clock reads 0 (timings are the only part of a release that is not reproducible);
+- every message a machine sends is hashed, by surface of :data:`dpnet.surfaces.SURFACES`
+  ("neighbour messages"; "final gather", without the oracle part, which is a surface of its
+  own), and at exit each process writes ``machine <rank> <surface>: <digest>`` lines to the
+  file ``DPNET_TEST_MESSAGES/<pid>.txt``.
+
+Two runs whose (raw labels, uniforms) pairs give the same randomized labels must then print,
+write and send the same bytes. Lives in tests/, never in the package: no backdoor in the product.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import pickle
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+# every clock reads 0 before dpnet is imported (its start-up is timed from its import)
+time.perf_counter = time.process_time = time.thread_time = lambda: 0.0
+
+import numpy as np  # noqa: E402
+
+from dpnet import run, streams  # noqa: E402
+from dpnet.network import inprocess  # noqa: E402
+from dpnet.privacy.binary_rr import flip_labels  # noqa: E402
+
+HOLDOUT = -1  # the part number of the held-out rows; machines are 0..J-1
+KEY_VARIABLE = "DPNET_TEST_FLIP_KEY"
+MESSAGES_VARIABLE = "DPNET_TEST_MESSAGES"
+
+
+def flip_stream(key: int, part: int) -> np.random.Generator:
+    """The randomized-response stream of ``part`` (a machine's rank, or HOLDOUT) under ``key``."""
+    return np.random.default_rng([key, part + 1])
+
+
+def raw_labels_for(target: np.ndarray, key: int, part: int, keep_prob: float) -> np.ndarray:
+    """Raw labels from which the real mechanism, drawing from ``flip_stream(key, part)``,
+    returns ``target``: where it keeps a label the raw one is the target, else its negative.
+    Which labels it keeps is read off the mechanism itself, run on all-(+1) labels."""
+    kept = flip_labels(np.ones(target.shape[0]), keep_prob=keep_prob, rng=flip_stream(key, part))
+    return np.where(kept > 0, target, -target)
+
+
+_digests: dict[tuple[int, str], hashlib._Hash] = {}
+
+
+def _record(rank: int, surface: str, payload: bytes) -> None:
+    _digests.setdefault((rank, surface), hashlib.sha256()).update(payload)
+
+
+def _record_gathered(rank: int, outcome: object) -> None:
+    released = replace(outcome, oracle=None) if hasattr(outcome, "oracle") else outcome
+    _record(rank, "final gather", pickle.dumps(released, protocol=5))
+
+
+def _hash_exchanges(cls: type) -> None:
+    real = cls.neighbour_exchange
+
+    def neighbour_exchange(self, send):
+        payload = np.ascontiguousarray(send, dtype=np.float64).tobytes()
+        _record(self.rank, "neighbour messages", payload)
+        return real(self, send)
+
+    cls.neighbour_exchange = neighbour_exchange
+
+
+def _hash_mpi_gather(cls: type) -> None:
+    real = cls.gather_to_root
+
+    def gather_to_root(self, obj):
+        _record_gathered(self.rank, obj)
+        return real(self, obj)
+
+    cls.gather_to_root = gather_to_root
+
+
+def _hash_inprocess_gather() -> None:
+    """In-process, a machine's final message to rank 0 is its thread's return value."""
+    real = inprocess.run_in_process
+
+    def run_in_process(graph, target, **kwargs):
+        def recorded(comm):
+            outcome = target(comm)
+            _record_gathered(comm.rank, outcome)
+            return outcome
+
+        return real(graph, recorded, **kwargs)
+
+    inprocess.run_in_process = run_in_process
+
+
+def _write_digests() -> None:
+    where = os.environ.get(MESSAGES_VARIABLE)
+    if where and _digests:
+        lines = [f"machine {r} {s}: {d.hexdigest()}" for (r, s), d in sorted(_digests.items())]
+        (Path(where) / f"{os.getpid()}.txt").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    key = int(os.environ[KEY_VARIABLE])
+    streams.machine_flip_stream = lambda seed, rank: flip_stream(key, rank)
+    streams.holdout_flip_stream = lambda seed, n_machines: flip_stream(key, HOLDOUT)
+    _hash_exchanges(inprocess.InProcessCommunicator)
+    _hash_inprocess_gather()
+    if "OMPI_COMM_WORLD_RANK" in os.environ or "PMI_RANK" in os.environ:
+        from dpnet.network.mpi_comm import MPICommunicator
+
+        _hash_exchanges(MPICommunicator)
+        _hash_mpi_gather(MPICommunicator)
+    atexit.register(_write_digests)
+    return run.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
