@@ -22,6 +22,23 @@ class NetworkDataError(DataError):
     backend, one line from rank 0."""
 
 
+class MachineFailure(Exception):
+    """An unexpected exception on one machine after set-up: the job stops with exit code 1
+    and the one line of :func:`failure_line`, on every backend."""
+
+    def __init__(self, rank: int, cause: BaseException) -> None:
+        super().__init__(rank, cause)
+        self.rank, self.cause = rank, cause
+
+    def __str__(self) -> str:
+        return failure_line(self.rank, self.cause)
+
+
+def failure_line(rank: int, exc: BaseException) -> str:
+    """The line a failed machine's job ends with (in-process and under MPI alike)."""
+    return f"dpnet: rank {rank} failed: {type(exc).__name__}: {exc}"
+
+
 class TopologyError(DpnetError, ValueError):
     """A graph is unknown, malformed, disconnected or does not match the number of machines."""
 

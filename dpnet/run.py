@@ -28,7 +28,12 @@ from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig, parse_config
 from dpnet.decentralized.cv import check_fold_counts
 from dpnet.decentralized.machine import consensus_model
-from dpnet.errors import DpnetError, NetworkDataError, TopologyError
+from dpnet.errors import (
+    DpnetError,
+    MachineFailure,
+    NetworkDataError,
+    TopologyError,
+)
 from dpnet.job import JobOutcome, check_checkpoint_dir, machine_main, resume_machine
 from dpnet.network.comm import PeerFault
 from dpnet.network.topology import build_topology, describe_topology, validate_topology
@@ -50,6 +55,7 @@ from dpnet.setup import (
     shard_from_own_data,
 )
 
+EXIT_MACHINE_FAILED = 1
 EXIT_NO_ESTIMATE = 3
 EXIT_PLOT_FAILED = 4
 EXIT_PEER_FAULT = 5
@@ -179,7 +185,7 @@ def _progress(config: RunConfig) -> Any:
 
 
 def run_inprocess(config: RunConfig, started_at: float) -> int:
-    from dpnet.network.inprocess import run_in_process
+    from dpnet.network.inprocess import Stopped, run_in_process
 
     start = time.perf_counter()
     try:
@@ -208,20 +214,26 @@ def run_inprocess(config: RunConfig, started_at: float) -> int:
             ]
     except DpnetError as exc:
         return _fail(str(exc), 0)
+
+    def machine(comm: Any) -> JobOutcome:
+        try:
+            outcome = machine_main(
+                comm, shards[comm.rank], config, graph, _progress(config), resumed[comm.rank]
+            )
+        except (NetworkDataError, PeerFault, Stopped):
+            raise  # every machine's (exit 2), a silent peer's (5), or another machine's fault
+        except Exception as exc:  # as under MPI, whose abort hook sees the same exception
+            raise MachineFailure(comm.rank, exc) from exc
+        return _timed_startup(outcome, started_at)
+
     try:
-        outcomes = run_in_process(
-            graph,
-            lambda comm: _timed_startup(
-                machine_main(
-                    comm, shards[comm.rank], config, graph, _progress(config), resumed[comm.rank]
-                ),
-                started_at,
-            ),
-            peer_timeout=config.peer_timeout,
-        )
+        outcomes = run_in_process(graph, machine, peer_timeout=config.peer_timeout)
     except PeerFault as exc:
         print(f"dpnet: {exc}; nothing written", file=sys.stderr, flush=True)
         return EXIT_PEER_FAULT
+    except MachineFailure as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return EXIT_MACHINE_FAILED
     return _finish(config, graph, setup, outcomes, time.perf_counter() - start, "inprocess")
 
 

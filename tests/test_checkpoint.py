@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dpnet.network.comm import TrafficStats
 from tests.launch import run_job
 
 COMMON = ["--seed", "7", "--n-samples", "600", "--n-test", "200", "--tol", "1e-14", "--quiet"]
@@ -114,6 +115,7 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
         names = set(stored.files)
         y = stored["y_randomized"]
         theta_nbhd = stored["theta_nbhd"]
+        meta = json.loads(str(stored["meta"]))
     aggregator = {n for n in names if n.startswith("aggregator_")}
     assert names - aggregator == {
         "theta",
@@ -128,6 +130,9 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
     }
     assert set(np.unique(y)) <= {-1.0, 1.0} and y.shape == (120,)  # 600 rows over 5 machines
     assert theta_nbhd.shape[0] == 1 + 2  # itself and its two paper5 neighbours, no one else
+    # nothing of the randomized-response stream (its state rewinds to every flip)
+    assert set(meta) == {"format", "fingerprints", "round", "c", "traffic"}
+    assert meta["format"] == 3 and set(meta["traffic"]) == set(TrafficStats().as_dict())
 
 
 def test_resumed_labels_are_the_stored_ones_not_a_new_draw(tmp_path: Path) -> None:
@@ -177,6 +182,26 @@ def test_a_checkpoint_of_another_run_is_refused(
     again, report = _job(tmp_path, "other", "--max-rounds", "40", "--resume", ck, *change)
     assert again.returncode == 2 and report is None
     assert message in again.stderr and "round-0000000020.npz" in again.stderr
+
+
+def test_a_format_2_checkpoint_is_refused_by_name(tmp_path: Path) -> None:
+    """Format 2 stored the flip stream's PCG64 state: such a file is never resumed."""
+    ck = tmp_path / "ck"
+    done, _ = _job(
+        tmp_path, "part", "--max-rounds", "20", "--checkpoint", str(ck), "--checkpoint-every", "20"
+    )
+    assert done.returncode == 0, done.stderr
+    path = ck / "machine-2" / "round-0000000020.npz"
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = {k: stored[k] for k in stored.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta |= {"format": 2, "rng_state": np.random.default_rng(0).bit_generator.state}
+    np.savez(path, **{**arrays, "meta": np.array(json.dumps(meta))})
+    again, report = _job(tmp_path, "other", "--max-rounds", "40", "--resume", str(ck))
+    assert again.returncode == 2 and report is None
+    line = again.stderr.strip()
+    assert "round-0000000020.npz: format 2 is refused" in line and "every raw label" in line
+    assert len(line.splitlines()) == 1
 
 
 def test_a_corrupt_checkpoint_is_refused(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import networkx as nx
 import numpy as np
 from mpi4py import MPI
 
+from dpnet.errors import failure_line
 from dpnet.network.comm import (
     DEFAULT_PEER_TIMEOUT,
     NeighbourStopped,
@@ -159,7 +160,7 @@ def install_abort_hook() -> None:
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
         rank = MPI.COMM_WORLD.Get_rank()
-        print(f"dpnet: rank {rank} failed: {exc_type.__name__}: {exc}", file=sys.stderr, flush=True)
+        print(failure_line(rank, exc), file=sys.stderr, flush=True)
         MPI.COMM_WORLD.Abort(1)
 
     sys.excepthook = hook

@@ -42,11 +42,12 @@ def get_loss(name: str, huber_h: float = 0.5) -> MarginLoss:
 
 
 def check_row_bound(A: np.ndarray, row_bound: float) -> None:
-    """Refuse rows with ||s_i|| > row_bound (a user bound, never derived from the data)."""
+    """Refuse rows with ||s_i|| > row_bound (a user bound, never derived from the data). The
+    message names the bound only: the largest norm is a function of a private row."""
     worst = float(np.sqrt(np.max(np.einsum("ij,ij->i", A, A))))
     if worst > row_bound * (1.0 + 1e-9):
         raise DataError(
-            f"a row of X has L2 norm {worst:.4g} > row_bound {row_bound:.4g}; "
+            f"a row of X has L2 norm > row_bound {row_bound:.4g}; "
             "scale rows by a data-independent bound or clip them first"
         )
 

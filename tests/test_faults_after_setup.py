@@ -1,0 +1,62 @@
+"""A fault after set-up ends the same way on every backend: the same exit code, the same line.
+
+- Data every machine finds unusable in the same exchange (``--cv`` on randomized labels of one
+  class: lambda_max is undefined) is exit 2 with one ``dpnet: error:`` line from rank 0; under
+  mpiexec this used to be exit 1 and ``rank R failed: DataError`` (issue 19).
+- An unexpected exception on one machine is exit 1 with ``dpnet: rank R failed: ...``; in-process
+  this used to be a traceback.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.launch import run_job
+
+J = 4
+
+
+def _dpnet_lines(stderr: str) -> list[str]:
+    """dpnet's own lines (mpiexec adds a line of its own when a rank aborts)."""
+    return [ln for ln in stderr.splitlines() if ln.startswith("dpnet:")]
+
+
+def _one_class_file(tmp_path):
+    X = np.random.default_rng(0).standard_normal((40, 4))
+    np.savez(tmp_path / "one.npz", X=X, y=np.ones(40))
+    return str(tmp_path / "one.npz")
+
+
+@pytest.mark.mpi_launch
+def test_cv_on_one_class_labels_is_exit_2_and_one_line_on_every_backend(tmp_path):
+    args = ["--data", _one_class_file(tmp_path), "--cv", "3", "--test-fraction", "0"]
+    args += ["--machines", str(J), "--output", str(tmp_path / "r.json")]
+    ends = {
+        "inprocess": run_job(args, timeout=60),
+        "mpiexec": run_job(args, n_ranks=J, timeout=60),
+    }
+    lines = {name: _dpnet_lines(done.stderr) for name, done in ends.items()}
+    for name, done in ends.items():
+        assert done.returncode == 2, (name, done.stderr)
+        assert len(lines[name]) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "lambda_max is undefined" in lines[name][0]
+    assert lines["inprocess"] == lines["mpiexec"]
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.mpi_launch
+def test_an_exception_on_one_machine_is_exit_1_and_one_line_on_every_backend(tmp_path):
+    args = ["--n-samples", "300", "--quiet", "--machines", "5"]
+    args += ["--output", str(tmp_path / "r.json")]
+    env = {"DPNET_FAIL_AT": "2:5"}
+    ends = {
+        "inprocess": run_job(args, timeout=60, env=env),
+        "mpiexec": run_job(args, n_ranks=5, timeout=60, env=env),
+    }
+    expected = "dpnet: rank 2 failed: RuntimeError: injected fault on machine 2 in round 5"
+    for name, done in ends.items():
+        assert done.returncode == 1, (name, done.stderr)
+        assert _dpnet_lines(done.stderr) == [expected], done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "r.json").exists()
