@@ -1,7 +1,7 @@
 """The rewinding attack of issue 19, end to end on the checkpoint files of unseeded runs.
 
 Each trial draws a secret bit b and runs the job (epsilon = 1, no --seed: every machine draws
-OS entropy) on 3 machines holding one row each, where machine 0's raw label is +1 if b else -1.
+OS entropy) on 2 machines holding one row each, where machine 0's raw label is +1 if b else -1.
 The attacker reads machine 0's latest checkpoint and the public keep probability p only. If the
 file holds a PCG64 state anywhere, the attacker rewinds it over the n uniforms of the flips
 (``advance(2**128 - n)``), replays them and undoes the randomized response; otherwise the best
@@ -33,7 +33,7 @@ TRIALS = 30
 EPSILON = 1.0
 KEEP = math.exp(EPSILON) / (1 + math.exp(EPSILON))
 THRESHOLD = 29  # P(Binomial(30, 0.731) >= 29) < 1e-3
-J = 3
+J = 2
 ARGS = ["--data", "part-{rank}.npz", "--epsilon", str(EPSILON), "--machines", str(J)]
 ARGS += ["--checkpoint", "ck", "--checkpoint-every", "1", "--max-rounds", "2", "--quiet"]
 

@@ -29,14 +29,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-# every clock reads 0 before dpnet is imported (its start-up is timed from its import)
-time.perf_counter = time.process_time = time.thread_time = lambda: 0.0
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from dpnet import run, streams  # noqa: E402
-from dpnet.network import inprocess  # noqa: E402
-from dpnet.privacy.binary_rr import flip_labels  # noqa: E402
+from dpnet import run, streams
+from dpnet.network import inprocess
+from dpnet.privacy.binary_rr import flip_labels
 
 HOLDOUT = -1  # the part number of the held-out rows; machines are 0..J-1
 KEY_VARIABLE = "DPNET_TEST_FLIP_KEY"
@@ -112,6 +109,10 @@ def _write_digests() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The job with the hooks above. Only here, not at import: tests import this module for
+    :func:`raw_labels_for`, and their own process keeps its clocks and its streams."""
+    # every clock reads 0 (run.main times the start-up from its call)
+    time.perf_counter = time.process_time = time.thread_time = lambda: 0.0
     key = int(os.environ[KEY_VARIABLE])
     streams.machine_flip_stream = lambda seed, rank: flip_stream(key, rank)
     streams.holdout_flip_stream = lambda seed, n_machines: flip_stream(key, HOLDOUT)
