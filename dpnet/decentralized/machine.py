@@ -1,8 +1,9 @@
 """One machine of the label-private decentralized fit, on the library layer (no CLI config).
 
-``run_private_machine``: cross the release boundary on the machine's own labels (randomized
-response with its own stream), build its ADMM data from the randomized labels, run the round
-loop. Used by the main job (``dpnet.job``) and by the scikit-learn estimator alike.
+``run_private_machine`` (the scikit-learn estimator): cross the release boundary on the
+machine's own labels (randomized response with a stream used for it alone,
+:mod:`dpnet.streams`), then ``fit_private_shard`` (also the main job's, ``dpnet.job``): build
+its ADMM data from the randomized labels and run the round loop.
 ``label_privacy_ledger``: the run's ledger from the machines' randomized-response releases.
 """
 
