@@ -8,8 +8,9 @@ labels only. The rule is carried by types, not by a list of fields to avoid:
   object of the run that carries a machine's raw labels.
 - :func:`cross_boundary` is the only function that reads them: it applies randomized response
   with a stream used for it alone (:mod:`dpnet.streams`: passed in for this call, kept by
-  nothing after it; no state, seed or uniform of it is ever released) and returns a :class:`PrivateShard` (features and
-  randomized labels, nothing derived from the raw labels). The ADMM rounds, the messages, the
+  nothing after it; no state, seed or uniform of it is ever released) and returns a
+  :class:`PrivateShard` (features and randomized labels, nothing derived from the raw
+  labels). The ADMM rounds, the messages, the
   report and the plots only ever receive a :class:`PrivateShard` or what was computed from it.
 - Diagnostics that need the raw labels (how many labels were flipped, the loss on the true
   labels) are simulation oracles: :class:`LabelOracle` is kept only when the run asks for an
