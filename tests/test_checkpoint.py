@@ -184,13 +184,19 @@ def test_a_checkpoint_of_another_run_is_refused(
     assert message in again.stderr and "round-0000000020.npz" in again.stderr
 
 
-def test_a_format_2_checkpoint_is_refused_by_name(tmp_path: Path) -> None:
-    """Format 2 stored the flip stream's PCG64 state: such a file is never resumed."""
+def _round_20_checkpoints(tmp_path: Path) -> Path:
+    """A run of 20 rounds with one checkpoint per machine at round 20; its directory."""
     ck = tmp_path / "ck"
     done, _ = _job(
         tmp_path, "part", "--max-rounds", "20", "--checkpoint", str(ck), "--checkpoint-every", "20"
     )
     assert done.returncode == 0, done.stderr
+    return ck
+
+
+def test_a_format_2_checkpoint_is_refused_by_name(tmp_path: Path) -> None:
+    """Format 2 stored the flip stream's PCG64 state: such a file is never resumed."""
+    ck = _round_20_checkpoints(tmp_path)
     path = ck / "machine-2" / "round-0000000020.npz"
     with np.load(path, allow_pickle=False) as stored:
         arrays = {k: stored[k] for k in stored.files}
@@ -205,11 +211,7 @@ def test_a_format_2_checkpoint_is_refused_by_name(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_checkpoint_is_refused(tmp_path: Path) -> None:
-    ck = tmp_path / "ck"
-    done, _ = _job(
-        tmp_path, "part", "--max-rounds", "20", "--checkpoint", str(ck), "--checkpoint-every", "20"
-    )
-    assert done.returncode == 0, done.stderr
+    ck = _round_20_checkpoints(tmp_path)
     path = ck / "machine-4" / "round-0000000020.npz"
     path.write_bytes(path.read_bytes()[:200])
     again, _ = _job(tmp_path, "other", "--max-rounds", "40", "--resume", str(ck))
