@@ -1,6 +1,14 @@
-"""Exceptions with messages meant for users: each names the problem in one line."""
+"""Exceptions with messages meant for users, each naming the problem in one line, and the
+exit codes of ``python -m dpnet.run`` (README, "Exit codes")."""
 
 from __future__ import annotations
+
+EXIT_MACHINE_FAILED = 1  # an unexpected exception on some machine (MachineFailure)
+EXIT_BAD_INPUT = 2  # before the first round, or NetworkDataError: one line from rank 0
+EXIT_NO_ESTIMATE = 3  # stop_reason "non-finite" or "diverged"
+EXIT_PLOT_FAILED = 4  # the results were written, a plot was not
+EXIT_PEER_FAULT = 5  # a neighbour went silent (PeerFault)
+EXIT_INTERRUPTED = 130  # Ctrl-C
 
 
 class DpnetError(Exception):

@@ -119,7 +119,7 @@ def test_setup_agreement_on_comm_world():
     from mpi4py import MPI
 
     from dpnet.network.mpi_comm import MPISetup
-    from dpnet.run import settings_mismatch
+    from dpnet.pipeline import settings_mismatch
 
     world = MPISetup()
     last = world.size - 1

@@ -65,40 +65,20 @@ def _record_gathered(rank: int, outcome: object) -> None:
     _record(rank, "final gather", pickle.dumps(released, protocol=5))
 
 
-def _hash_exchanges(cls: type) -> None:
-    real = cls.neighbour_exchange
+def _hash_messages(cls: type) -> None:
+    """Record what a communicator class sends: exchanges and the final gather."""
+    real_exchange, real_gather = cls.neighbour_exchange, cls.gather_to_root
 
     def neighbour_exchange(self, send):
         payload = np.ascontiguousarray(send, dtype=np.float64).tobytes()
         _record(self.rank, "neighbour messages", payload)
-        return real(self, send)
-
-    cls.neighbour_exchange = neighbour_exchange
-
-
-def _hash_mpi_gather(cls: type) -> None:
-    real = cls.gather_to_root
+        return real_exchange(self, send)
 
     def gather_to_root(self, obj):
         _record_gathered(self.rank, obj)
-        return real(self, obj)
+        return real_gather(self, obj)
 
-    cls.gather_to_root = gather_to_root
-
-
-def _hash_inprocess_gather() -> None:
-    """In-process, a machine's final message to rank 0 is its thread's return value."""
-    real = inprocess.run_in_process
-
-    def run_in_process(graph, target, **kwargs):
-        def recorded(comm):
-            outcome = target(comm)
-            _record_gathered(comm.rank, outcome)
-            return outcome
-
-        return real(graph, recorded, **kwargs)
-
-    inprocess.run_in_process = run_in_process
+    cls.neighbour_exchange, cls.gather_to_root = neighbour_exchange, gather_to_root
 
 
 def _write_digests() -> None:
@@ -116,13 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     key = int(os.environ[KEY_VARIABLE])
     streams.machine_flip_stream = lambda seed, rank: flip_stream(key, rank)
     streams.holdout_flip_stream = lambda seed, n_machines: flip_stream(key, HOLDOUT)
-    _hash_exchanges(inprocess.InProcessCommunicator)
-    _hash_inprocess_gather()
+    _hash_messages(inprocess.InProcessCommunicator)
     if "OMPI_COMM_WORLD_RANK" in os.environ or "PMI_RANK" in os.environ:
         from dpnet.network.mpi_comm import MPICommunicator
 
-        _hash_exchanges(MPICommunicator)
-        _hash_mpi_gather(MPICommunicator)
+        _hash_messages(MPICommunicator)
     atexit.register(_write_digests)
     return run.main(argv)
 

@@ -133,3 +133,36 @@ class Communicator(Protocol):
     def gather_to_root(self, obj: Any) -> list[Any] | None:
         """Reporting only (after the algorithm): rank 0 gets every rank's ``obj``, others None."""
         ...
+
+
+class World(Protocol):
+    """One machine's view of a backend around the algorithm: set-up agreement and delivery
+    between the machines, then the communicator of the machine graph. The main job's pipeline
+    (:mod:`dpnet.pipeline`) is written against it once; MPI
+    (:class:`~dpnet.network.mpi_comm.MPISetup`) and threads
+    (:class:`~dpnet.network.inprocess.ThreadWorld`) implement it."""
+
+    rank: int
+    size: int
+    backend: str  # the results' "backend"
+    launched_as: str | None  # how the machine count was fixed, for error messages
+
+    def agree(self, error: str | None) -> str | None:
+        """Every machine learns the first error any machine met (None if none)."""
+        ...
+
+    def allgather(self, obj: Any) -> list[Any]:
+        """Every machine's ``obj``, on every machine."""
+        ...
+
+    def scatter_from_root(self, items: list[Any] | None) -> Any:
+        """Machine j gets ``items[j]`` of rank 0's list (others pass None)."""
+        ...
+
+    def communicator(self, graph: Any, peer_timeout: float) -> Communicator:
+        """This machine's endpoint on ``graph`` (every machine calls it together)."""
+        ...
+
+    def free(self, comm: Any) -> None:
+        """Release what :meth:`communicator` took (every machine together)."""
+        ...

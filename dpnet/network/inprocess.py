@@ -1,11 +1,15 @@
 """All J machines in one process: one thread per machine, one mailbox per directed edge.
 
 The same round loop that runs over MPI runs here unchanged, so unit tests exercise the real
-algorithm without launching ``mpiexec``. An exchange puts the machine's buffer into its
-mailbox towards each neighbour and takes one buffer from each neighbour's mailbox towards it
-(FIFO queues: exchanges pair up in order, as MPI's non-overtaking messages do). Waiting has the
-same peer deadline as over MPI (:class:`~dpnet.network.comm.PeerSilent`). A failure on one
-thread sets a stop flag, so the others stop at their next wait instead of waiting forever.
+algorithm without launching ``mpiexec``; :func:`run_threads` runs the main job's whole
+pipeline (set-up included) on every thread against a :class:`ThreadWorld`, as ``mpiexec`` runs
+it on every rank against :class:`~dpnet.network.mpi_comm.MPISetup`.
+
+An exchange puts the machine's buffer into its mailbox towards each neighbour and takes one
+buffer from each neighbour's mailbox towards it (FIFO queues: exchanges pair up in order, as
+MPI's non-overtaking messages do). Waiting has the same peer deadline as over MPI
+(:class:`~dpnet.network.comm.PeerSilent`). A failure on one thread sets a stop flag, so the
+others stop at their next wait instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -33,19 +37,35 @@ class Stopped(Exception):
 
 
 class _SharedState:
-    def __init__(self, graph: nx.Graph, peer_timeout: float) -> None:
-        self.size = graph.number_of_nodes()
-        self.peer_timeout = peer_timeout
-        self.mailboxes: dict[tuple[int, int], queue.SimpleQueue[np.ndarray]] = {
-            (u, v): queue.SimpleQueue() for a, b in graph.edges for u, v in ((a, b), (b, a))
-        }
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.peer_timeout = DEFAULT_PEER_TIMEOUT
+        self.mailboxes: dict[tuple[int, int], queue.SimpleQueue[np.ndarray]] = {}
         self.gathered: list[Any] = [None] * self.size
+        self.scattered: list[Any] | None = None
         self.barrier = threading.Barrier(self.size)
         self.stop = threading.Event()
+
+    def connect(self, graph: nx.Graph, peer_timeout: float) -> None:
+        """One mailbox per directed edge of ``graph``; exchanges wait ``peer_timeout`` s."""
+        self.peer_timeout = peer_timeout
+        self.mailboxes = {
+            (u, v): queue.SimpleQueue() for a, b in graph.edges for u, v in ((a, b), (b, a))
+        }
 
     def abort(self) -> None:
         self.stop.set()
         self.barrier.abort()
+
+    def wait_all(self, rank: int, timeout: float | None) -> None:
+        """Every machine's thread reaches this point (Stopped if another failed meanwhile,
+        PeerSilent after ``timeout`` seconds)."""
+        try:
+            self.barrier.wait(timeout=timeout)
+        except threading.BrokenBarrierError:
+            if self.stop.is_set():
+                raise Stopped(f"machine {rank} stopped: another machine failed") from None
+            raise PeerSilent(rank, None, self.peer_timeout) from None
 
 
 class InProcessCommunicator:
@@ -87,19 +107,54 @@ class InProcessCommunicator:
                 continue
 
     def gather_to_root(self, obj: Any) -> list[Any] | None:
-        self._shared.gathered[self.rank] = obj
-        self._wait_all()
-        result = list(self._shared.gathered) if self.rank == 0 else None
-        self._wait_all()
-        return result
+        gathered = _allgather(self._shared, self.rank, obj, self._shared.peer_timeout)
+        return gathered if self.rank == 0 else None
 
-    def _wait_all(self) -> None:
-        try:
-            self._shared.barrier.wait(timeout=self._shared.peer_timeout)
-        except threading.BrokenBarrierError:
-            if self._shared.stop.is_set():
-                raise Stopped(f"machine {self.rank} stopped: another machine failed") from None
-            raise PeerSilent(self.rank, None, self._shared.peer_timeout) from None
+
+def _allgather(shared: _SharedState, rank: int, obj: Any, timeout: float | None) -> list[Any]:
+    shared.gathered[rank] = obj
+    shared.wait_all(rank, timeout)
+    result = list(shared.gathered)
+    shared.wait_all(rank, timeout)
+    return result
+
+
+class ThreadWorld:
+    """Machine ``rank``'s view of the thread backend's set-up (the :class:`~dpnet.network.
+    comm.World` of :func:`run_threads`): agreement and delivery between the machines' threads,
+    then the communicator of the machine graph. Set-up waits have no deadline, as over MPI."""
+
+    backend = "inprocess"
+    launched_as = None  # the machine count is the job's own (--machines or the graph file)
+
+    def __init__(self, rank: int, shared: _SharedState) -> None:
+        self.rank = rank
+        self.size = shared.size
+        self._shared = shared
+
+    def allgather(self, obj: Any) -> list[Any]:
+        return _allgather(self._shared, self.rank, obj, None)
+
+    def agree(self, error: str | None) -> str | None:
+        return next((e for e in self.allgather(error) if e is not None), None)
+
+    def scatter_from_root(self, items: list[Any] | None) -> Any:
+        if self.rank == 0:
+            self._shared.scattered = items
+        self._shared.wait_all(self.rank, None)
+        assert self._shared.scattered is not None
+        item = self._shared.scattered[self.rank]
+        self._shared.wait_all(self.rank, None)
+        return item
+
+    def communicator(self, graph: nx.Graph, peer_timeout: float) -> InProcessCommunicator:
+        if self.rank == 0:
+            self._shared.connect(graph, peer_timeout)
+        self._shared.wait_all(self.rank, None)
+        return InProcessCommunicator(self.rank, list(graph.neighbors(self.rank)), self._shared)
+
+    def free(self, comm: InProcessCommunicator) -> None:
+        """Nothing to release (MPI frees its graph communicator here)."""
 
 
 def run_in_process(
@@ -108,25 +163,40 @@ def run_in_process(
     *,
     peer_timeout: float = DEFAULT_PEER_TIMEOUT,
 ) -> list[Any]:
-    """Run ``target(comm)`` for every node of ``graph`` in its own thread; return the results.
+    """Run ``target(comm)`` for every node of ``graph`` in its own thread; return the results
+    (see :func:`run_threads`; a :class:`PeerSilent` when a machine waited longer than
+    ``peer_timeout`` seconds for a neighbour)."""
+    shared = _SharedState(graph.number_of_nodes())
+    shared.connect(graph, peer_timeout)
+    return _run(
+        shared,
+        lambda rank: target(InProcessCommunicator(rank, list(graph.neighbors(rank)), shared)),
+    )
 
-    The first exception raised on any machine is re-raised here (a :class:`PeerSilent` when a
-    machine waited longer than ``peer_timeout`` seconds for a neighbour); the others stop at
-    their next wait. A KeyboardInterrupt (Ctrl-C reaches the main thread only) stops every
-    machine the same way and is re-raised. A machine that never returns (stalled) is left
-    behind after a grace period: the threads are daemons. BLAS runs single-threaded meanwhile:
-    the machines already are the parallelism, and BLAS worker threads spinning beside them
-    slow every round down.
+
+def run_threads(size: int, target: Callable[[ThreadWorld], Any]) -> list[Any]:
+    """Run ``target(world)`` for machines 0..size-1, each in its own thread; return the
+    results.
+
+    The first exception raised on any machine is re-raised here; the others stop at their
+    next wait. A KeyboardInterrupt (Ctrl-C reaches the main thread only) stops every machine
+    the same way and is re-raised. A machine that never returns (stalled) is left behind after
+    a grace period: the threads are daemons. BLAS runs single-threaded meanwhile: the machines
+    already are the parallelism, and BLAS worker threads spinning beside them slow every round
+    down.
     """
-    shared = _SharedState(graph, peer_timeout)
+    shared = _SharedState(size)
+    return _run(shared, lambda rank: target(ThreadWorld(rank, shared)))
+
+
+def _run(shared: _SharedState, target: Callable[[int], Any]) -> list[Any]:
     size = shared.size
     results: list[Any] = [None] * size
     errors: list[tuple[int, BaseException]] = []
 
     def body(rank: int) -> None:
-        comm = InProcessCommunicator(rank, list(graph.neighbors(rank)), shared)
         try:
-            results[rank] = target(comm)
+            results[rank] = target(rank)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append((rank, exc))
             shared.abort()

@@ -126,12 +126,22 @@ class MPICommunicator:
 
 
 class MPISetup:
-    """Set-up and reporting traffic on COMM_WORLD (outside the algorithm's rounds)."""
+    """Set-up and reporting traffic on COMM_WORLD (outside the algorithm's rounds): the
+    :class:`~dpnet.network.comm.World` of the MPI backend."""
+
+    backend = "mpi"
 
     def __init__(self) -> None:
         self.world = MPI.COMM_WORLD
         self.rank = self.world.Get_rank()
         self.size = self.world.Get_size()
+        self.launched_as = f"mpiexec started {self.size} ranks, one per machine"
+
+    def communicator(self, graph: nx.Graph, peer_timeout: float) -> MPICommunicator:
+        return MPICommunicator(graph, self.world, peer_timeout=peer_timeout)
+
+    def free(self, comm: MPICommunicator) -> None:
+        comm.free()
 
     def agree(self, error: str | None) -> str | None:
         """Every rank learns the first error any rank met during set-up (None if none)."""

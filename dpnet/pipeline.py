@@ -1,0 +1,191 @@
+"""The main job, written once: what every machine does from its options to its exit code.
+
+Every backend runs :func:`machine_job` on every machine against its
+:class:`~dpnet.network.comm.World` (MPI: one rank per machine; threads: one thread per machine
+in this process), so the set-up, the machines' work and the release exist in one copy:
+
+1. checks every machine agrees on: the same options on every machine, writable output paths
+   (rank 0), the checkpoint directory, the graph (connected, one node per machine);
+2. the data: every machine loads its own file (``{rank}`` in ``--data``), or rank 0 loads or
+   generates all rows and delivers each machine its shard (:mod:`dpnet.setup`);
+3. ``--resume``: the machines agree on the latest round they all have;
+4. the machine's work (:func:`dpnet.job.machine_main`: randomized response, --cv, rounds);
+5. rank 0 gathers the releases and writes them (:func:`dpnet.release.finish`).
+
+Errors of steps 1-3 are agreed (every machine learns the first one) and end the job with exit
+code 2 and one line from rank 0; so does data every machine finds unusable in the same exchange
+of step 4 (:class:`~dpnet.errors.NetworkDataError`). Faults of a neighbour (PeerFault) and
+unexpected exceptions are the backend's to end (:mod:`dpnet.run`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import networkx as nx
+
+from dpnet.checkpoint import available_rounds, common_round
+from dpnet.config import RunConfig
+from dpnet.decentralized.cv import check_fold_counts
+from dpnet.errors import EXIT_BAD_INPUT, DpnetError, NetworkDataError, TopologyError
+from dpnet.job import JobOutcome, check_checkpoint_dir, machine_main, resume_machine
+from dpnet.network.comm import World
+from dpnet.network.topology import build_topology, validate_topology
+from dpnet.release import exit_code, finish
+from dpnet.report import check_output_paths, print_progress
+from dpnet.setup import (
+    SetUp,
+    check_shards_agree,
+    data_per_machine,
+    load_own_shard,
+    own_data_problem,
+    prepare_problem,
+    shard_from_own_data,
+)
+
+
+def fail(message: str, rank: int) -> int:
+    """Exit code 2, with the one line printed by rank 0."""
+    if rank == 0:
+        print(f"dpnet: error: {message}", file=sys.stderr, flush=True)
+    return EXIT_BAD_INPUT
+
+
+def machine_job(world: World, config: RunConfig, started_at: float) -> int:
+    """This machine's whole job; its exit code (the same on every machine)."""
+    start = time.perf_counter()
+    graph, error = _checks(world, config)
+    if error is not None:
+        return fail(error, world.rank)
+    assert graph is not None
+    shard, setup, error = _shard(world, config)
+    if error is None:
+        resumed, error = _resume(world, config, graph, shard)
+    if error is not None:
+        return fail(error, world.rank)
+    comm = world.communicator(graph, config.peer_timeout)
+    try:
+        outcome = machine_main(comm, shard, config, graph, _progress(config), resumed)
+    except NetworkDataError as exc:  # every machine raised it in the same exchange
+        world.free(comm)
+        return fail(str(exc), world.rank)
+    outcomes = comm.gather_to_root(_timed_startup(outcome, started_at))
+    code = exit_code(outcome.release.result.stop_reason)
+    if world.rank == 0:
+        assert setup is not None and outcomes is not None
+        code = finish(config, graph, setup, outcomes, time.perf_counter() - start, world.backend)
+    world.free(comm)
+    return code
+
+
+def _checks(world: World, config: RunConfig) -> tuple[nx.Graph | None, str | None]:
+    """Step 1: the machine graph, or the first error any machine met."""
+    graph = None
+    error = settings_mismatch(world.allgather(config.as_dict()))
+    if error is None:
+        try:
+            if world.rank == 0:
+                check_output_paths(config)
+            check_checkpoint_dir(config)
+            graph = validate_topology(
+                build_topology(config.topology, world.size, seed=config.topology_seed), world.size
+            )
+        except TopologyError as exc:
+            error = str(exc) if world.launched_as is None else f"{exc} ({world.launched_as})"
+        except DpnetError as exc:
+            error = str(exc)
+    return graph, world.agree(error)
+
+
+def _shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str | None]:
+    """Step 2: (this machine's RawShard, rank 0's SetUp, the first error)."""
+    if data_per_machine(config):
+        return _own_shard(world, config)
+    setup, error = None, None
+    if world.rank == 0:
+        try:
+            setup = prepare_problem(config, world.size)
+            check_cv_rows(config, [s.X.shape[0] for s in setup.shards or []])
+        except DpnetError as exc:
+            error = str(exc)
+    if (error := world.agree(error)) is not None:
+        return None, None, error
+    return world.scatter_from_root(setup.shards if setup is not None else None), setup, None
+
+
+def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str | None]:
+    """Every machine loads its own file; set-up messages agree on sizes and groups (public)."""
+    own = setup = None
+    error = None
+    try:
+        own = load_own_shard(config, world.rank)
+    except DpnetError as exc:
+        error = f"machine {world.rank}: {exc}"
+    if (error := world.agree(error)) is not None:
+        return None, None, error
+    assert own is not None
+    metas = world.allgather((own.n_samples, own.groups.tolist()))
+    try:
+        check_shards_agree([m[0] for m in metas], [m[1] for m in metas])
+        check_cv_rows(config, [m[0] for m in metas])
+        if world.rank == 0:
+            setup = own_data_problem(config, own.groups)
+    except DpnetError as exc:
+        error = str(exc)
+    if (error := world.agree(error)) is not None:
+        return None, None, error
+    return shard_from_own_data(own, sum(m[0] for m in metas), config), setup, None
+
+
+def _resume(world: World, config: RunConfig, graph: nx.Graph, shard: Any) -> tuple[Any, str | None]:
+    """Step 3, ``--resume``: the machines agree on the latest round all have, each loads its
+    own file."""
+    if config.resume is None:
+        return None, None
+    resumed, error = None, None
+    rounds = world.allgather(available_rounds(config.resume, world.rank))
+    try:
+        resumed = resume_machine(
+            config, graph, world.rank, shard, common_round(rounds, config.resume)
+        )
+    except DpnetError as exc:
+        error = str(exc)
+    return resumed, world.agree(error)
+
+
+def check_cv_rows(config: RunConfig, rows: list[int]) -> None:
+    """``--cv K`` needs K <= every machine's row count (ConfigError before round 1)."""
+    if config.cv:
+        check_fold_counts(config.cv, rows)
+
+
+def settings_mismatch(configs: list[dict[str, Any]]) -> str | None:
+    """A line naming the first rank and option that differ from rank 0's, or None.
+
+    Ranks started with different settings (an MPMD command line) would disagree on buffer
+    sizes or on the stop round and wait for each other forever; they are refused at set-up.
+    """
+    for rank, other in enumerate(configs):
+        diff = [k for k in configs[0] if configs[0][k] != other.get(k)]
+        if diff:
+            key = diff[0]
+            return (
+                f"rank {rank} was started with other settings than rank 0 "
+                f"(--{key.replace('_', '-')}: {other.get(key)!r} vs {configs[0][key]!r}); "
+                f"every rank needs the same options"
+            )
+    return None
+
+
+def _progress(config: RunConfig) -> Any:
+    return None if config.quiet or not config.progress_every else print_progress
+
+
+def _timed_startup(outcome: JobOutcome, started_at: float) -> JobOutcome:
+    """Stamp the machine's start-up, the job's start to its first round, on this process's
+    clock (before the outcome travels to rank 0)."""
+    result = outcome.release.result
+    result.startup_seconds = result.started_at - started_at
+    return outcome
