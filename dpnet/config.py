@@ -64,7 +64,13 @@ class RunConfig:
         "paper5 for 5 machines, a ring otherwise) or a graph file",
         NET,
     )
-    machines: int = _opt(DEFAULT_MACHINES, "J for the in-process backend", NET, type=int)
+    machines: int | None = _opt(
+        None,
+        f"J for the in-process backend (default {DEFAULT_MACHINES}, or the graph file's node "
+        "count); under MPI the rank count is J, and --machines must equal it if given",
+        NET,
+        type=int,
+    )
     backend: str = _opt(
         "auto",
         "auto: MPI under mpiexec, otherwise all machines in this process",
@@ -308,7 +314,7 @@ class RunConfig:
                 f"--topology-seed must be an integer in [0, 2^32), got {self.topology_seed}",
             ),
             (
-                1 <= self.machines <= MAX_MACHINES,
+                self.machines is None or 1 <= self.machines <= MAX_MACHINES,
                 f"--machines must lie in [1, {MAX_MACHINES}], got {self.machines}",
             ),
             (

@@ -227,8 +227,9 @@ def _cv_block(parts: list[CVResult]) -> dict[str, Any]:
 
 
 def check_output_paths(config: RunConfig) -> None:
-    """Before the first round: every output path (--output, --oracle-output, --plot) can be
-    written, so that a bad path never costs a whole run (ConfigError naming the option)."""
+    """Before the first round: every output path (--output, --oracle-output, --plot,
+    --cv-plot) can be written in a directory that exists (none is created), so that a bad path
+    never costs a whole run (ConfigError naming the option)."""
     outputs = {
         "--output": config.output,
         "--oracle-output": config.oracle_output,
@@ -241,13 +242,12 @@ def check_output_paths(config: RunConfig) -> None:
             raise ConfigError(f"{option} {path} is a directory; give a file name")
         if any(path.resolve() == other.resolve() for _, other in given[:i]):
             raise ConfigError(f"{option} {path} is also another output's file")
-        ancestor = path.parent
-        while not ancestor.exists() and ancestor != ancestor.parent:
-            ancestor = ancestor.parent
-        if not ancestor.is_dir():
-            raise ConfigError(f"{option} {path}: {ancestor} is not a directory")
-        if not os.access(ancestor, os.W_OK | os.X_OK):
-            raise ConfigError(f"{option} {path}: no permission to write in {ancestor}")
+        folder = path.parent
+        if not folder.is_dir():  # never created: a typo in a path would be a new tree
+            what = "is not a directory" if folder.exists() else "does not exist"
+            raise ConfigError(f"{option} {path}: the directory {folder} {what}")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(f"{option} {path}: no permission to write in {folder}")
     for option, plot in (("--plot", config.plot), ("--cv-plot", config.cv_plot)):
         if not plot:
             continue
@@ -269,7 +269,6 @@ def write_json_atomic(path: str | Path, payload: dict[str, Any]) -> None:
     mkstemp's 0600 would make results unreadable to anyone but their owner.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)

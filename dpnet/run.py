@@ -26,10 +26,11 @@ from dpnet.errors import (
     MachineFailure,
 )
 from dpnet.network.comm import PeerFault
-from dpnet.network.topology import build_topology
+from dpnet.network.topology import machine_count
 from dpnet.pipeline import fail, machine_job
 
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # the rank count a launcher announces
 
 
 def _launcher_rank() -> tuple[int, bool]:
@@ -38,15 +39,61 @@ def _launcher_rank() -> tuple[int, bool]:
     return (found[0] if found else 0), bool(found)
 
 
+def launch_error(config: RunConfig, env: dict[str, str], launched: bool) -> str | None:
+    """Why this launch must not run, before MPI starts; None when it may. Refused: tasks that
+    srun started without --mpi (as many independent jobs, writing the same files), --backend
+    mpi in a process no MPI launcher started (a world of one machine), and --backend
+    inprocess in each of several MPI ranks (again independent jobs)."""
+    if launched:
+        ranks = next((int(env[v]) for v in _SIZE_VARS if v in env), 1)
+        if config.backend == "inprocess" and ranks > 1:
+            return (
+                f"--backend inprocess under a launcher that started {ranks} ranks: each would "
+                "run the whole job on its own; start one process, or leave --backend out"
+            )
+        return None
+    tasks = int(env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1")) or 1)
+    if "SLURM_PROCID" in env and tasks > 1:
+        return (
+            f"srun started {tasks} tasks that are not one MPI world (no PMI in their "
+            "environment): launch with srun --mpi=pmi2 (or pmix) or with mpiexec; one task "
+            "runs all machines as threads"
+        )
+    if config.backend == "mpi":
+        return (
+            "--backend mpi: this process was not started by mpiexec or srun --mpi (no PMI "
+            "rank in its environment); start it with mpiexec -n J, or leave --backend out to "
+            "run the machines as threads"
+        )
+    return None
+
+
+def world_size_error(config: RunConfig, size: int, env: dict[str, str]) -> str | None:
+    """Why an MPI world of ``size`` ranks does not fit the launch: the launcher announced
+    another rank count (mpi4py built against another MPI than the launcher's: every rank a
+    world of its own), or --machines says another J. None when it fits."""
+    announced = [int(env[v]) for v in _SIZE_VARS if v in env]
+    if announced and announced[0] != size:
+        return (
+            f"the launcher started {announced[0]} ranks but this MPI world has {size}: "
+            "mpiexec and mpi4py's MPI library differ; use the mpiexec of the MPI mpi4py was "
+            "built with (the mpich wheel's, next to python)"
+        )
+    if config.machines is not None and config.machines != size:
+        return (
+            f"--machines {config.machines}, but mpiexec started {size} ranks: under MPI every "
+            "rank is one machine; start that many ranks, or leave --machines out"
+        )
+    return None
+
+
 def run_threads_backend(config: RunConfig, started_at: float) -> int:
-    """Every machine a thread of this process, each running the whole pipeline. J is the
-    graph file's node count, or --machines."""
+    """Every machine a thread of this process, each running the whole pipeline. J is
+    --machines, or the graph file's node count, or 5."""
     from dpnet.network.inprocess import Stopped, run_threads
 
     try:
-        size = build_topology(
-            config.topology, config.machines, seed=config.topology_seed
-        ).number_of_nodes()
+        size = machine_count(config.topology, config.machines)
     except DpnetError as exc:
         return fail(str(exc), 0)
 
@@ -78,8 +125,11 @@ def run_mpi_backend(config: RunConfig, started_at: float) -> int:
     # beside the ranks made an 8-rank ring 17x slower per round (measured on 2 cores).
     threadpool_limits(limits=1, user_api="blas")
     mpi_comm.install_abort_hook()
+    world = mpi_comm.MPISetup()
+    if (error := world_size_error(config, world.size, dict(os.environ))) is not None:
+        return fail(error, world.rank)  # every rank finds the same
     try:
-        return machine_job(mpi_comm.MPISetup(), config, started_at)
+        return machine_job(world, config, started_at)
     except PeerFault as exc:
         # no MPI_Finalize: it would wait for the silent peer; mpiexec ends the reachable ranks
         print(f"dpnet: {exc}; nothing written", file=sys.stderr, flush=True)
@@ -95,9 +145,10 @@ def main(argv: list[str] | None = None, *, started_at: float | None = None) -> i
         config = parse_config(argv)
     except DpnetError as exc:
         return fail(str(exc), launcher_rank)
-    # under mpiexec (even -n 1) every rank is one machine; --machines is for in-process runs
-    use_mpi = config.backend == "mpi" or (config.backend == "auto" and launched)
-    if use_mpi:
+    if (error := launch_error(config, dict(os.environ), launched)) is not None:
+        return fail(error, launcher_rank or int(os.environ.get("SLURM_PROCID", "0")))
+    # under mpiexec (even -n 1) every rank is one machine
+    if launched and config.backend != "inprocess":
         try:
             return run_mpi_backend(config, started_at)
         except KeyboardInterrupt:  # mpiexec forwards Ctrl-C to every rank it can reach

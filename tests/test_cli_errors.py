@@ -99,6 +99,7 @@ def test_exit_code_and_no_traceback_from_the_command_line(tmp_path):
 
 def test_results_file_is_complete(tmp_path):
     out = tmp_path / "sub" / "r.json"
+    out.parent.mkdir()
     assert (
         main(
             [
@@ -155,6 +156,7 @@ def test_results_file_is_complete(tmp_path):
 
 def test_convergence_plot_is_written(tmp_path):
     png = tmp_path / "fig" / "conv.png"
+    png.parent.mkdir()  # output directories are never created (a typo would be a new tree)
     assert (
         main(
             [

@@ -50,12 +50,18 @@ def test_path_star_complete_closed_forms(J: int) -> None:
     assert comp["algebraic_connectivity"] == pytest.approx(J)
 
 
-@pytest.mark.parametrize(("J", "rows", "cols"), [(4, 2, 2), (8, 2, 4), (12, 3, 4), (7, 1, 7)])
+@pytest.mark.parametrize(("J", "rows", "cols"), [(4, 2, 2), (8, 2, 4), (12, 3, 4), (1, 1, 1)])
 def test_grid_shape(J: int, rows: int, cols: int) -> None:
     G = build_topology("grid", J)
     assert sorted(G.nodes) == list(range(J))
     assert nx.is_isomorphic(G, nx.grid_2d_graph(rows, cols))
     assert G.number_of_edges() == rows * (cols - 1) + cols * (rows - 1)
+
+
+@pytest.mark.parametrize(("J", "nearest"), [(7, "6 or 8"), (2, "4"), (3, "4"), (97, "96 or 98")])
+def test_a_grid_that_would_be_a_path_is_refused_naming_the_nearest_grids(J, nearest):
+    with pytest.raises(TopologyError, match=f"1 x {J} path.*nearest: {nearest}"):
+        build_topology("grid", J)
 
 
 def test_paper5() -> None:

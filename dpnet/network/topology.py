@@ -45,9 +45,23 @@ _MAX_TRIES = 100
 _FILE_SUFFIXES = (".edgelist", ".txt", ".adjlist", ".graphml", ".gml", ".json")
 
 
+def _grid_rows(n_nodes: int) -> int:
+    return max(d for d in range(1, math.isqrt(n_nodes) + 1) if n_nodes % d == 0)
+
+
 def _grid_shape(n_nodes: int) -> tuple[int, int]:
-    """Rows = largest divisor of n_nodes that is <= sqrt(n_nodes); a prime gives 1 x n."""
-    rows = max(d for d in range(1, math.isqrt(n_nodes) + 1) if n_nodes % d == 0)
+    """Rows = largest divisor of n_nodes that is <= sqrt(n_nodes), cols = n_nodes / rows.
+    TopologyError when that is a single row of more than one node (J prime, or 2 or 3): not a
+    grid but a path, named as the sizes nearest to J that are grids."""
+    rows = _grid_rows(n_nodes)
+    if rows == 1 and n_nodes > 1:
+        below = next((j for j in range(n_nodes - 1, 3, -1) if _grid_rows(j) > 1), None)
+        above = next(j for j in range(max(n_nodes + 1, 4), 2 * n_nodes + 5) if _grid_rows(j) > 1)
+        nearest = f"{below} or {above}" if below else str(above)
+        raise TopologyError(
+            f"a grid of {n_nodes} machines would be a 1 x {n_nodes} path: a grid needs J = rows "
+            f"x cols with 2 <= rows <= cols (nearest: {nearest}); or use --topology path"
+        )
     return rows, n_nodes // rows
 
 
@@ -163,7 +177,8 @@ def build_topology(
 
     Names are :data:`TOPOLOGY_NAMES`. ``auto`` is ``paper5`` for J = 5 and ``ring`` otherwise
     (a path for J = 2, one node for J = 1). ``grid`` is rows x cols with rows the largest
-    divisor of J that is <= sqrt(J) (a prime J gives a 1 x J path). ``erdos-renyi`` uses edge
+    divisor of J that is <= sqrt(J) (a prime J, 2 or 3 is refused: that would be a path).
+    ``erdos-renyi`` uses edge
     probability ``edge_prob`` (default min(1, 2 ln J / J)) and, like ``random-regular``
     (degree ``degree``) and ``small-world`` (Watts-Strogatz, k = 4, or 2 when J < 6, rewiring
     p = 0.3), is redrawn from ``seed`` until connected. A file (``.edgelist``/``.txt`` "u v"
@@ -179,21 +194,34 @@ def build_topology(
         G = nx.Graph(_named(spec, n_nodes, seed, degree, edge_prob))
         name = spec
     else:
-        path = Path(spec)
-        if path.suffix.lower() not in _FILE_SUFFIXES:
-            raise TopologyError(
-                f"unknown topology {spec!r}: expected one of {', '.join(TOPOLOGY_NAMES)} "
-                f"or a graph file ({', '.join(_FILE_SUFFIXES)})"
-            )
-        if not path.exists():
-            raise TopologyError(f"graph file {spec} does not exist")
-        if not path.is_file():
-            raise TopologyError(f"graph file {spec} is not a regular file")
-        G = _read_graph_file(path)
-        name = path.stem
+        G, name = _load_graph_file(spec), Path(spec).stem
     G = validate_topology(G, n_nodes)
     G.graph["name"] = name
     return G
+
+
+def machine_count(spec: str, machines: int | None) -> int:
+    """J of a job that is not given it by an MPI world: ``machines`` (--machines) if given,
+    else the node count of the graph file ``spec``, else DEFAULT_MACHINES."""
+    if machines is not None:
+        return machines
+    if spec in TOPOLOGY_NAMES:
+        return DEFAULT_MACHINES
+    return _load_graph_file(spec).number_of_nodes()
+
+
+def _load_graph_file(spec: str) -> nx.Graph:
+    path = Path(spec)
+    if path.suffix.lower() not in _FILE_SUFFIXES:
+        raise TopologyError(
+            f"unknown topology {spec!r}: expected one of {', '.join(TOPOLOGY_NAMES)} "
+            f"or a graph file ({', '.join(_FILE_SUFFIXES)})"
+        )
+    if not path.exists():
+        raise TopologyError(f"graph file {spec} does not exist")
+    if not path.is_file():
+        raise TopologyError(f"graph file {spec} is not a regular file")
+    return _read_graph_file(path)
 
 
 def _as_node_int(node: Any) -> int:
