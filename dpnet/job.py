@@ -1,6 +1,7 @@
 """One machine's work in the main job (backend independent): randomized response with a
 stream of its own (or, resumed, its stored randomized labels), checkpoints, the ADMM rounds.
-The set-up before it is :mod:`dpnet.setup`; the release after it, :mod:`dpnet.report`.
+It is step 4 of :mod:`dpnet.pipeline`: the set-up before it is :mod:`dpnet.setup`, the release
+after it :mod:`dpnet.release`.
 """
 
 from __future__ import annotations
