@@ -3,7 +3,7 @@
 #
 # Uses the mpiexec (MPICH hydra, from the `mpich` wheel) and the python of one virtual
 # environment: $DPNET_VENV if set, else the active $VIRTUAL_ENV. N defaults to $DPNET_NP or 5.
-# Example: launch/local.sh -n 5 --topology paper5 --output results/run.json
+# Example: launch/local.sh -n 5 --topology paper5 --output run.json (the directory must exist)
 set -euo pipefail
 
 venv="${DPNET_VENV:-${VIRTUAL_ENV:-}}"
