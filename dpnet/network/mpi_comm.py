@@ -22,7 +22,7 @@ import networkx as nx
 import numpy as np
 from mpi4py import MPI
 
-from dpnet.errors import failure_line
+from dpnet.errors import EXIT_MACHINE_FAILED, failure_line
 from dpnet.network.comm import (
     DEFAULT_PEER_TIMEOUT,
     NeighbourStopped,
@@ -160,9 +160,6 @@ class MPISetup:
         wait_politely(request)
         return self.world.scatter(items, root=0)
 
-    def abort(self, code: int = 1) -> None:
-        self.world.Abort(code)
-
 
 def install_abort_hook() -> None:
     """An uncaught exception on any rank prints one line and aborts every rank."""
@@ -171,6 +168,6 @@ def install_abort_hook() -> None:
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
         rank = MPI.COMM_WORLD.Get_rank()
         print(failure_line(rank, exc), file=sys.stderr, flush=True)
-        MPI.COMM_WORLD.Abort(1)
+        MPI.COMM_WORLD.Abort(EXIT_MACHINE_FAILED)
 
     sys.excepthook = hook
