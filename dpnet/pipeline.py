@@ -5,7 +5,8 @@ Every backend runs :func:`machine_job` on every machine against its
 in this process), so the set-up, the machines' work and the release exist in one copy:
 
 1. checks every machine agrees on: the same options on every machine, writable output paths
-   (rank 0), the checkpoint directory, the graph (connected, one node per machine);
+   (rank 0), the checkpoint directory, the graph (built by rank 0, connected, one node per
+   machine, sent to every machine);
 2. the data: every machine loads its own file (``{rank}`` in ``--data``), or rank 0 loads or
    generates all rows and delivers each machine its shard (:mod:`dpnet.setup`);
 3. ``--resume``: the machines agree on the latest round they all have;
@@ -81,22 +82,27 @@ def machine_job(world: World, config: RunConfig, started_at: float) -> int:
 
 
 def _checks(world: World, config: RunConfig) -> tuple[nx.Graph | None, str | None]:
-    """Step 1: the machine graph, or the first error any machine met."""
+    """Step 1: the machine graph (built once, by rank 0: a random family's draws until
+    connected cost J times as much on every machine), or the first error any machine met."""
     graph = None
-    error = settings_mismatch(world.allgather(config.as_dict()))
+    configs = world.allgather(config.as_dict())
+    error = settings_mismatch(configs) if world.rank == 0 else None  # agreed below
     if error is None:
         try:
+            check_checkpoint_dir(config)
             if world.rank == 0:
                 check_output_paths(config)
-            check_checkpoint_dir(config)
-            graph = validate_topology(
-                build_topology(config.topology, world.size, seed=config.topology_seed), world.size
-            )
+                graph = validate_topology(
+                    build_topology(config.topology, world.size, seed=config.topology_seed),
+                    world.size,
+                )
         except TopologyError as exc:
             error = str(exc) if world.launched_as is None else f"{exc} ({world.launched_as})"
         except DpnetError as exc:
             error = str(exc)
-    return graph, world.agree(error)
+    if (error := world.agree(error)) is not None:
+        return None, error
+    return world.broadcast_from_root(graph), None
 
 
 def _shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str | None]:

@@ -159,6 +159,10 @@ class World(Protocol):
         """Machine j gets ``items[j]`` of rank 0's list (others pass None)."""
         ...
 
+    def broadcast_from_root(self, obj: Any) -> Any:
+        """Every machine gets rank 0's ``obj`` (others pass None)."""
+        ...
+
     def communicator(self, graph: Any, peer_timeout: float) -> Communicator:
         """This machine's endpoint on ``graph`` (every machine calls it together)."""
         ...

@@ -147,6 +147,9 @@ class ThreadWorld:
         self._shared.wait_all(self.rank, None)
         return item
 
+    def broadcast_from_root(self, obj: Any) -> Any:
+        return self.allgather(obj)[0]  # every thread holds the same object: nothing is copied
+
     def communicator(self, graph: nx.Graph, peer_timeout: float) -> InProcessCommunicator:
         if self.rank == 0:
             self._shared.connect(graph, peer_timeout)

@@ -160,6 +160,11 @@ class MPISetup:
         wait_politely(request)
         return self.world.scatter(items, root=0)
 
+    def broadcast_from_root(self, obj: Any) -> Any:
+        request = self.world.Ibarrier()
+        wait_politely(request)
+        return self.world.bcast(obj, root=0)
+
 
 def install_abort_hook() -> None:
     """An uncaught exception on any rank prints one line and aborts every rank."""
