@@ -136,7 +136,7 @@ def run(
             plan += [(J, topo, None) for J, topo in INPROCESS_RUNS]
         for J, topo, ranks in plan:
             extra = ["--topology", topo] + (
-                [] if ranks else ["--backend", "inprocess", "--machines", str(J)]
+                [] if ranks else ["--backend", "threads", "--machines", str(J)]
             )
             try:
                 reports = [
@@ -151,7 +151,7 @@ def run(
                         "p": 3 * n_groups,
                         "J": J,
                         "topology": topo,
-                        "backend": "mpi" if ranks else "inprocess",
+                        "backend": "mpi" if ranks else "threads",
                         "stop_reason": f"failed: {str(exc).splitlines()[0]}",
                     }
                 )

@@ -44,6 +44,8 @@ def _opt(default: Any, help: str, group: str, **argparse_kw: Any) -> Any:
     return field(default=default, metadata={"help": help, "group": group, **argparse_kw})
 
 
+BACKENDS = ("auto", "mpi", "threads", "simulated")
+
 NET, PRIV, MODEL, DATA, RUN = (
     "network",
     "privacy (randomized response on labels, per machine)",
@@ -73,9 +75,10 @@ class RunConfig:
     )
     backend: str = _opt(
         "auto",
-        "auto: MPI under mpiexec, otherwise all machines in this process",
+        "auto: MPI under mpiexec, otherwise all machines as threads of this process; "
+        "simulated: all machines in this process as arrays (same results, for large J)",
         NET,
-        choices=("auto", "mpi", "inprocess"),
+        choices=BACKENDS,
     )
     topology_seed: int = _opt(0, "seed of random graph families", NET, type=int)
     peer_timeout: float = _opt(
@@ -357,11 +360,30 @@ class RunConfig:
                 "in --data, need no seed)"
             )
         self._validate_cv()
+        self._validate_backend()
         LabelDomain.parse(self.labels)
         for name in self.baselines:
             if name not in BASELINES:
                 raise ConfigError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
         return self
+
+    def _validate_backend(self) -> None:
+        """Options that cannot apply on the simulated backend (no rounds on their own
+        machines to checkpoint, no messages to wait for, the Newton step only)."""
+        if self.backend != "simulated":
+            return
+        unusable = [
+            ("--checkpoint", self.checkpoint is not None),
+            ("--resume", self.resume is not None),
+            ("--peer-timeout", self.peer_timeout != DEFAULT_PEER_TIMEOUT),
+            (f"--theta-solver {self.theta_solver}", self.theta_solver != "newton"),
+        ]
+        for option, given in unusable:
+            if given:
+                raise ConfigError(
+                    f"{option} does not apply on --backend simulated (all machines as arrays "
+                    "in one process); use the threads or MPI backend"
+                )
 
     def _validate_cv(self) -> None:
         """--cv and its options (the rows per machine are checked once the data are split)."""

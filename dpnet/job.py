@@ -7,8 +7,8 @@ after it :mod:`dpnet.release`.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from dpnet.decentralized.boundary import PrivateShard, RawShard
 from dpnet.decentralized.cv import CVResult, assign_folds, cross_validate
 from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
 from dpnet.errors import ConfigError
+from dpnet.report import print_cv_fold
 
 
 @dataclass
@@ -135,15 +136,7 @@ def machine_cross_validation(
         n_machines=comm.size,
     )
 
-    def on_fold(fold: int, rounds: np.ndarray, reasons: tuple[str, ...]) -> None:
-        if verbose and comm.rank == 0:
-            unconverged = sum(r != "converged" for r in reasons)
-            print(
-                f"cv fold {fold + 1}/{config.cv}: {len(rounds)} lambdas, {int(rounds.sum())} "
-                f"rounds" + (f", {unconverged} not converged" if unconverged else ""),
-                file=sys.stderr,
-                flush=True,
-            )
+    on_fold = partial(print_cv_fold, config.cv) if verbose and comm.rank == 0 else None
 
     return cross_validate(
         comm,

@@ -29,11 +29,18 @@ import networkx as nx
 
 from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig
+from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.cv import check_fold_counts
-from dpnet.errors import EXIT_BAD_INPUT, DpnetError, NetworkDataError, TopologyError
+from dpnet.errors import (
+    EXIT_BAD_INPUT,
+    DataError,
+    DpnetError,
+    NetworkDataError,
+    TopologyError,
+)
 from dpnet.job import JobOutcome, check_checkpoint_dir, machine_main, resume_machine
 from dpnet.network.comm import World
-from dpnet.network.topology import build_topology, validate_topology
+from dpnet.network.topology import build_topology, machine_count, validate_topology
 from dpnet.release import exit_code, finish
 from dpnet.report import check_output_paths, print_progress
 from dpnet.setup import (
@@ -45,6 +52,7 @@ from dpnet.setup import (
     prepare_problem,
     shard_from_own_data,
 )
+from dpnet.simulation import simulate_machines
 
 
 def fail(message: str, rank: int) -> int:
@@ -91,18 +99,26 @@ def _checks(world: World, config: RunConfig) -> tuple[nx.Graph | None, str | Non
         try:
             check_checkpoint_dir(config)
             if world.rank == 0:
-                check_output_paths(config)
-                graph = validate_topology(
-                    build_topology(config.topology, world.size, seed=config.topology_seed),
-                    world.size,
-                )
-        except TopologyError as exc:
-            error = str(exc) if world.launched_as is None else f"{exc} ({world.launched_as})"
+                graph = checked_graph(config, world.size, world.launched_as)
         except DpnetError as exc:
             error = str(exc)
     if (error := world.agree(error)) is not None:
         return None, error
     return world.broadcast_from_root(graph), None
+
+
+def checked_graph(config: RunConfig, size: int, launched_as: str | None) -> nx.Graph:
+    """Rank 0's part of step 1: writable output paths, then the graph of ``size`` machines
+    (connected, nodes 0..size-1); a TopologyError says how the size was fixed."""
+    check_output_paths(config)
+    try:
+        return validate_topology(
+            build_topology(config.topology, size, seed=config.topology_seed), size
+        )
+    except TopologyError as exc:
+        if launched_as is None:
+            raise
+        raise TopologyError(f"{exc} ({launched_as})") from None
 
 
 def _shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str | None]:
@@ -134,8 +150,7 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
     assert own is not None
     metas = world.allgather((own.n_samples, own.groups.tolist()))
     try:
-        check_shards_agree([m[0] for m in metas], [m[1] for m in metas])
-        check_cv_rows(config, [m[0] for m in metas])
+        check_own_shards(config, metas)
         if world.rank == 0:
             setup = own_data_problem(config, own.groups)
     except DpnetError as exc:
@@ -143,6 +158,53 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
     if (error := world.agree(error)) is not None:
         return None, None, error
     return shard_from_own_data(own, sum(m[0] for m in metas), config), setup, None
+
+
+def check_own_shards(config: RunConfig, metas: list[tuple[int, list[int]]]) -> None:
+    """Every machine's (row count, column groups) of its own file: the same groups, and rows
+    enough for --cv (ConfigError)."""
+    check_shards_agree([m[0] for m in metas], [m[1] for m in metas])
+    check_cv_rows(config, [m[0] for m in metas])
+
+
+def all_shards(config: RunConfig, size: int) -> tuple[list[RawShard], SetUp]:
+    """Step 2 for a process that holds every machine (the simulated backend): each machine's
+    RawShard, from its own file or from rank 0's split, and the SetUp (DpnetError)."""
+    if not data_per_machine(config):
+        setup = prepare_problem(config, size)
+        assert setup.shards is not None
+        check_cv_rows(config, [s.X.shape[0] for s in setup.shards])
+        return setup.shards, setup
+    own = []
+    for rank in range(size):
+        try:
+            own.append(load_own_shard(config, rank))
+        except DpnetError as exc:
+            raise DataError(f"machine {rank}: {exc}") from None
+    check_own_shards(config, [(o.n_samples, o.groups.tolist()) for o in own])
+    total = sum(o.n_samples for o in own)
+    shards = [shard_from_own_data(o, total, config) for o in own]
+    return shards, own_data_problem(config, own[0].groups)
+
+
+def simulated_job(config: RunConfig, started_at: float) -> int:
+    """The whole job with every machine in this process as arrays (:mod:`dpnet.simulation`):
+    steps 1, 2 and 5 as above with one process holding all machines, step 4 for all at once.
+    --checkpoint and --resume do not apply (RunConfig refuses them)."""
+    start = time.perf_counter()
+    try:
+        size = machine_count(config.topology, config.machines)
+        graph = checked_graph(config, size, None)
+        shards, setup = all_shards(config, size)
+    except DpnetError as exc:
+        return fail(str(exc), 0)
+    try:
+        outcomes = simulate_machines(shards, config, graph, _progress(config))
+    except NetworkDataError as exc:
+        return fail(str(exc), 0)
+    for outcome in outcomes:
+        _timed_startup(outcome, started_at)
+    return finish(config, graph, setup, outcomes, time.perf_counter() - start, "simulated")
 
 
 def _resume(world: World, config: RunConfig, graph: nx.Graph, shard: Any) -> tuple[Any, str | None]:

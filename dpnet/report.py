@@ -58,11 +58,29 @@ CV_LEDGER_NOTE = "cross-validation: post-processing of the randomized labels, no
 FILE_MODE = 0o644
 
 
+SIMULATED_TIMES = (
+    "simulated: one process did every machine's work (dpnet.simulation); a machine's seconds "
+    "are 1/J of it, its communication is counted, not timed"
+)
+
+
 def print_progress(record: ProgressRecord) -> None:
     """One progress line on stderr (results and the summary go to stdout)."""
     print(
         f"round {record.round:5d}  objective {record.objective:.8f}  "
         f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def print_cv_fold(k: int, fold: int, rounds: np.ndarray, reasons: tuple[str, ...]) -> None:
+    """One line per fold of ``--cv k`` (stderr): the fits of its path and how many did not
+    converge."""
+    unconverged = sum(r != "converged" for r in reasons)
+    print(
+        f"cv fold {fold + 1}/{k}: {len(rounds)} lambdas, {int(rounds.sum())} rounds"
+        + (f", {unconverged} not converged" if unconverged else ""),
         file=sys.stderr,
         flush=True,
     )
@@ -185,6 +203,7 @@ def build_report(
         "coef": coef.tolist(),
         "intercept": intercept,
         "timing": {
+            "per_machine": SIMULATED_TIMES if backend == "simulated" else "measured",
             "wall_seconds": wall_seconds,
             "seconds_per_round": float(np.mean(per_round)),
             "comm_seconds_per_round": float(np.mean(comm_round)),

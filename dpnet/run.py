@@ -1,10 +1,12 @@
 """``python -m dpnet.run``: parse the options, pick the backend, end the job.
 
 Under ``mpiexec -n J`` every rank is one machine (MPI backend); run without mpiexec, all J
-machines run as threads of this process (in-process backend, same numerics, same results).
-Both run the same pipeline on every machine (:func:`dpnet.pipeline.machine_job`); what is left
-here is what differs between them: how machines start, and how a silent peer, an exception on
-one machine or Ctrl-C ends the job. The exit codes are in :mod:`dpnet.errors` (README, "Exit
+machines run as threads of this process (threads backend), or, with ``--backend simulated``,
+as arrays in this process (for large J). Same numerics, same results. MPI and threads run the
+same pipeline on every machine (:func:`dpnet.pipeline.machine_job`), the simulator its steps
+for all machines at once (:func:`dpnet.pipeline.simulated_job`); what is left here is what
+differs between them: how machines start, and how a silent peer, an exception on one machine
+or Ctrl-C ends the job. The exit codes are in :mod:`dpnet.errors` (README, "Exit
 codes"): 0 a result, 1 an exception on some machine, 2 bad input (one line from rank 0), 3 no
 estimate, 4 the plot could not be written, 5 a neighbour went silent, 130 interrupted.
 """
@@ -27,7 +29,7 @@ from dpnet.errors import (
 )
 from dpnet.network.comm import PeerFault
 from dpnet.network.topology import machine_count
-from dpnet.pipeline import fail, machine_job
+from dpnet.pipeline import fail, machine_job, simulated_job
 
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # the rank count a launcher announces
@@ -43,13 +45,14 @@ def launch_error(config: RunConfig, env: dict[str, str], launched: bool) -> str 
     """Why this launch must not run, before MPI starts; None when it may. Refused: tasks that
     srun started without --mpi (as many independent jobs, writing the same files), --backend
     mpi in a process no MPI launcher started (a world of one machine), and --backend
-    inprocess in each of several MPI ranks (again independent jobs)."""
+    threads or simulated in each of several MPI ranks (again independent jobs)."""
     if launched:
         ranks = next((int(env[v]) for v in _SIZE_VARS if v in env), 1)
-        if config.backend == "inprocess" and ranks > 1:
+        if config.backend in ("threads", "simulated") and ranks > 1:
             return (
-                f"--backend inprocess under a launcher that started {ranks} ranks: each would "
-                "run the whole job on its own; start one process, or leave --backend out"
+                f"--backend {config.backend} under a launcher that started {ranks} ranks: "
+                "each would run the whole job on its own; start one process, or leave "
+                "--backend out"
             )
         return None
     tasks = int(env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1")) or 1)
@@ -115,6 +118,23 @@ def run_threads_backend(config: RunConfig, started_at: float) -> int:
         return EXIT_MACHINE_FAILED
 
 
+def run_simulated_backend(config: RunConfig, started_at: float) -> int:
+    """Every machine in this process as arrays (:func:`dpnet.pipeline.simulated_job`); an
+    exception anywhere in it ends the job as one machine's would (exit 1, one line)."""
+    try:
+        return simulated_job(config, started_at)
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as exc:
+        print(
+            f"dpnet: error: the simulated network failed ({type(exc).__name__}: {exc}); "
+            "nothing written",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_MACHINE_FAILED
+
+
 def run_mpi_backend(config: RunConfig, started_at: float) -> int:
     """This process is one rank of an MPI world, one machine of the job."""
     from threadpoolctl import threadpool_limits
@@ -148,7 +168,7 @@ def main(argv: list[str] | None = None, *, started_at: float | None = None) -> i
     if (error := launch_error(config, dict(os.environ), launched)) is not None:
         return fail(error, launcher_rank or int(os.environ.get("SLURM_PROCID", "0")))
     # under mpiexec (even -n 1) every rank is one machine
-    if launched and config.backend != "inprocess":
+    if launched and config.backend not in ("threads", "simulated"):
         try:
             return run_mpi_backend(config, started_at)
         except KeyboardInterrupt:  # mpiexec forwards Ctrl-C to every rank it can reach
@@ -156,6 +176,8 @@ def main(argv: list[str] | None = None, *, started_at: float | None = None) -> i
                 print("dpnet: interrupted: nothing written", file=sys.stderr, flush=True)
             os._exit(EXIT_INTERRUPTED)  # no MPI_Finalize: the other ranks are stopping too
     try:
+        if config.backend == "simulated":
+            return run_simulated_backend(config, started_at)
         return run_threads_backend(config, started_at)
     except KeyboardInterrupt:
         print(

@@ -13,7 +13,7 @@ from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import ADMMConfig, run_machine
 from dpnet.decentralized.batched import (
     EdgeIndex,
-    _Shards,
+    StackedShards,
     run_batched,
     theta_update_newton_batched,
 )
@@ -113,7 +113,7 @@ def test_batched_theta_step_follows_each_machines_own_newton_sequence():
     """Starting points far and near the solution: different iteration and halving counts."""
     rng = np.random.default_rng(5)
     _, shards, _ = _problem(6, 50)
-    data = _Shards.stack(shards)
+    data = StackedShards.stack(shards)
     dim = data.X.shape[2]
     center = rng.standard_normal((6, dim)) * 0.3
     rho = np.array([0.005, 0.01, 0.02, 0.015, 0.1, 1.0])

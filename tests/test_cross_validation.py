@@ -328,7 +328,7 @@ def test_mpi_cv_equals_inprocess_and_centralized(tmp_path):
     assert res.returncode == 0, res.stderr
     assert main([*args, "--machines", str(J), "--output", str(tmp_path / "local.json")]) == 0
     mpi, local = (json.loads((tmp_path / f).read_text()) for f in ("mpi.json", "local.json"))
-    assert mpi["backend"] == "mpi" and local["backend"] == "inprocess"
+    assert mpi["backend"] == "mpi" and local["backend"] == "threads"
     for key in ("mean", "standard_error", "fold_losses", "rounds", "lambda_1se"):
         assert mpi["cross_validation"][key] == local["cross_validation"][key]
     assert mpi["coef"] == local["coef"]

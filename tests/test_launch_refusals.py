@@ -1,7 +1,7 @@
 """Launches the job does not understand are refused (exit 2, one line), never guessed.
 
 Each case ran with exit 0 before and did something else than asked: independent jobs writing
-the same files (srun without --mpi, --backend inprocess under mpiexec), a world of one machine
+the same files (srun without --mpi, --backend threads under mpiexec), a world of one machine
 (--backend mpi without a launcher), --machines ignored under mpiexec, a "grid" that was a path,
 and output directories created from a typo.
 """
@@ -47,8 +47,8 @@ def test_machines_that_disagree_with_the_mpi_world_are_refused():
 
 @pytest.mark.mpi_launch
 def test_backend_inprocess_in_several_mpi_ranks_is_refused():
-    done = run_job([*QUICK, "--backend", "inprocess"], n_ranks=2, timeout=60)
-    _refused(done, "--backend inprocess under a launcher that started 2 ranks")
+    done = run_job([*QUICK, "--backend", "threads"], n_ranks=2, timeout=60)
+    _refused(done, "--backend threads under a launcher that started 2 ranks")
 
 
 def test_a_launcher_and_an_mpi_world_of_other_sizes_are_refused():

@@ -26,7 +26,7 @@ def test_mpi_and_inprocess_give_identical_results(tmp_path):
     local = run_job([*args, "--machines", "5", "--output", str(tmp_path / "local.json")])
     assert local.returncode == 0, local.stderr
     a, b = _load(tmp_path / "mpi.json"), _load(tmp_path / "local.json")
-    assert a["backend"] == "mpi" and b["backend"] == "inprocess"
+    assert a["backend"] == "mpi" and b["backend"] == "threads"
     assert a["coef"] == b["coef"] and a["intercept"] == b["intercept"]
     assert a["rounds"] == b["rounds"]
     assert a["test_accuracy"] == b["test_accuracy"]

@@ -50,7 +50,7 @@ from dpnet.decentralized.admm import (
     record_progress,
 )
 from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.termination import MESSAGE_SIZE, tree_plan
+from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
 from dpnet.losses.margin import MarginLoss
 
 NEWTON_TOL = 1e-12
@@ -89,6 +89,16 @@ class EdgeIndex:
         return np.add.reduceat(values, self.ptr[:-1], axis=0)
 
 
+@dataclass(frozen=True)
+class WarmStart:
+    """Iterates to start a run from: theta, Z (J, dim) and the multipliers V (one row per
+    directed edge of :class:`EdgeIndex`), what the round loop's ``LoopState`` holds of them."""
+
+    theta: np.ndarray
+    z: np.ndarray
+    V: np.ndarray
+
+
 @dataclass
 class BatchedResult:
     """Per-machine final iterates, the common stop round and reason, and the traffic a real
@@ -103,6 +113,7 @@ class BatchedResult:
     bytes_per_round: np.ndarray  # (J,)
     seconds: float
     history: list[ProgressRecord] = field(default_factory=list)
+    warm_start: WarmStart | None = None  # the last round that did not stop (see run_batched)
 
     @property
     def consensus(self) -> np.ndarray:
@@ -111,7 +122,7 @@ class BatchedResult:
 
 
 @dataclass(frozen=True)
-class _Shards:
+class StackedShards:
     """All shards stacked: X (J, n_max, dim), y (J, n_max), mask (J, n_max) or None."""
 
     X: np.ndarray
@@ -122,7 +133,7 @@ class _Shards:
     loss: MarginLoss
 
     @classmethod
-    def stack(cls, shards: Sequence[LocalData]) -> _Shards:
+    def stack(cls, shards: Sequence[LocalData]) -> StackedShards:
         dims = {s.X_aug.shape[1] for s in shards}
         totals = {s.n_total for s in shards}
         losses = {s.loss for s in shards}
@@ -194,7 +205,7 @@ def z_update_batched(
 
 
 def theta_update_newton_batched(
-    data: _Shards,
+    data: StackedShards,
     center: np.ndarray,
     rho: np.ndarray,
     theta_prev: np.ndarray,
@@ -280,6 +291,21 @@ def _residuals(
     return primal, dual
 
 
+def tree_sum(graph: nx.Graph, values: np.ndarray) -> np.ndarray:
+    """sum_j values[j] (values: (J, ...)) as :func:`dpnet.decentralized.cv.network_sum` forms
+    it on the BFS tree: every node adds its children's subtree sums to its own in increasing
+    order, so the total is bitwise the one every machine of the round loop holds."""
+    order, parent, _ = bfs_tree(graph)
+    subtree = {v: np.asarray(values[v], dtype=float).copy() for v in order}
+    children: dict[int, list[int]] = {v: [] for v in order}
+    for v in order[1:]:
+        children[parent[v]].append(v)  # type: ignore[index]
+    for v in reversed(order):
+        for child in children[v]:
+            subtree[v] += subtree[child]
+    return subtree[0]
+
+
 def bytes_per_round(degree: np.ndarray, dim: int) -> np.ndarray:
     """Bytes machine j sends per round: to each of its neighbours Z (dim floats) and theta with
     the stop statistics (dim + MESSAGE_SIZE floats)."""
@@ -287,34 +313,48 @@ def bytes_per_round(degree: np.ndarray, dim: int) -> np.ndarray:
 
 
 def run_batched(
-    shards: Sequence[LocalData],
+    shards: Sequence[LocalData] | StackedShards,
     groups: GroupStructure,
     config: ADMMConfig,
     graph: nx.Graph,
     on_progress: Callable[[ProgressRecord], None] | None = None,
     stop_when: Callable[[ProgressRecord], bool] | None = None,
+    *,
+    start: WarmStart | None = None,
+    edges: EdgeIndex | None = None,
 ) -> BatchedResult:
     """The ADMM of ``run_machine`` for all machines of ``graph`` at once (module docstring).
 
-    ``shards[j]`` is machine j's data; all share n_total, the loss and the columns. Only the
-    Newton theta step is supported. The result equals the round loop's up to rounding: same
-    rounds and stop reason, iterates within ~1e-10 (tests/test_batched.py).
+    ``shards[j]`` is machine j's data (or all of them stacked once, for many runs on the same
+    rows); all share n_total, the loss and the columns. Only the Newton theta step is
+    supported. The result equals the round loop's up to rounding: same rounds and stop
+    reason, iterates within ~1e-10 (tests/test_batched.py).
     ``stop_when`` (simulation only, e.g. a known optimum reached) sees every record after the
     round loop's own checks and ends the run with stop reason ``"stop_when"`` if it is true.
+    ``start``: iterates to begin from (round 0, c from ``config``: the round loop's warm
+    start); the result's ``warm_start`` holds those of its last round that did not stop (the
+    state the round loop shows ``on_round``), or None if it stopped in its first round.
+    ``config.fail_at`` = (j, t) raises in round t as machine j would (fault tests).
     """
     if config.theta_solver != "newton":
         raise ValueError("run_batched supports theta_solver='newton' only")
     n_mach = graph.number_of_nodes()
-    if len(shards) != n_mach or set(graph.nodes) != set(range(n_mach)):
-        raise ValueError(f"need one shard per node 0..{n_mach - 1}, got {len(shards)}")
-    start = time.perf_counter()
-    data = _Shards.stack(shards)
-    edges = EdgeIndex.from_graph(graph)
+    data = shards if isinstance(shards, StackedShards) else StackedShards.stack(shards)
+    if data.X.shape[0] != n_mach or set(graph.nodes) != set(range(n_mach)):
+        raise ValueError(f"need one shard per node 0..{n_mach - 1}, got {data.X.shape[0]}")
+    started = time.perf_counter()
+    edges = EdgeIndex.from_graph(graph) if edges is None else edges
     lag = tree_plan(graph, 0).lag
     dim = data.X.shape[2]
-    theta = np.zeros((n_mach, dim))
-    z = np.zeros((n_mach, dim))
-    V = np.zeros((len(edges.col), dim))
+    if start is None:
+        theta, z, V = (
+            np.zeros((n_mach, dim)),
+            np.zeros((n_mach, dim)),
+            np.zeros((len(edges.col), dim)),
+        )
+    else:
+        theta, z, V = start.theta, start.z, start.V
+    warm: WarmStart | None = None
     pending: dict[int, np.ndarray] = {}
     history: list[ProgressRecord] = []
     stop_reason = "max_rounds"
@@ -325,6 +365,8 @@ def run_batched(
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for t in range(1, config.max_rounds + 1):
             rounds = t
+            if config.fail_at is not None and config.fail_at[1] == t:
+                raise RuntimeError(f"injected fault on machine {config.fail_at[0]} in round {t}")
             z_prev = z
             z = z_update_batched(theta, V, z_prev, c, groups, edges, config.alpha_z)
             rho = c * edges.degree
@@ -334,7 +376,7 @@ def run_batched(
                 z_edge = a * z_edge + (1.0 - a) * theta[edges.col]
             center = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
             theta = theta_update_newton_batched(data, center, rho, theta)
-            V += c * (z_edge - theta[edges.col])
+            V = V + c * (z_edge - theta[edges.col])  # a new array: ``warm`` keeps the last
 
             primal, dual = _residuals(z, z_prev, theta, c, edges)
             norm = np.linalg.norm(theta, axis=1)
@@ -353,18 +395,18 @@ def run_batched(
             )
 
             complete = pending.pop(t - lag, None)
-            if complete is None:
-                continue
-            record = record_progress(complete, t - lag, config, history, on_progress)
-            reason, factor = network_decision(complete, record.round, config, changes)
-            if reason is None and stop_when is not None and stop_when(record):
-                reason = "stop_when"
-            if reason is not None:
-                stop_reason = reason
-                break
-            if factor != 1.0:
-                c *= factor
-                changes = record_change(changes, t, factor)
+            if complete is not None:
+                record = record_progress(complete, t - lag, config, history, on_progress)
+                reason, factor = network_decision(complete, record.round, config, changes)
+                if reason is None and stop_when is not None and stop_when(record):
+                    reason = "stop_when"
+                if reason is not None:
+                    stop_reason = reason
+                    break
+                if factor != 1.0:
+                    c *= factor
+                    changes = record_change(changes, t, factor)
+            warm = WarmStart(theta, z, V)
 
     return BatchedResult(
         theta=theta,
@@ -374,6 +416,7 @@ def run_batched(
         c_final=c,
         n_adapted=len(changes),
         bytes_per_round=bytes_per_round(edges.degree, dim),
-        seconds=time.perf_counter() - start,
+        seconds=time.perf_counter() - started,
         history=history,
+        warm_start=warm,
     )

@@ -137,26 +137,21 @@ def intercept_only(loss: Any, n_pos: float, n_neg: float) -> float:
     return float(brentq(slope, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps))
 
 
-def lambda_max(
-    comm: Communicator,
-    graph: nx.Graph,
-    data: LocalData,
-    grp_ptr: np.ndarray,
-    grp_indices: np.ndarray,
-    weights: np.ndarray,
-    label_counts: np.ndarray,
+def intercept_gradient(data: LocalData, b_star: float) -> np.ndarray:
+    """This machine's part of grad = (1/n) sum_i x_i y_i l'(y_i b*) (features only)."""
+    X, y = data.X_aug[:, :-1], data.y
+    return X.T @ (y * data.loss.derivative(y * b_star)) / data.n_total
+
+
+def lambda_from_gradient(
+    grad: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray, weights: np.ndarray
 ) -> float:
     r"""The smallest lambda at which beta = 0 is optimal (on all n rows):
 
         lambda_max = max_{g: w_g > 0} 2 ||grad_g|| / w_g,  grad = (1/n) sum_i x_i y_i l'(y_i b*),
 
-    b* the intercept-only minimiser from the network's label counts ``label_counts`` =
-    (#{y = +1}, #{y = -1}); grad by one :func:`network_sum` of p floats.
-    """
-    b_star = intercept_only(data.loss, *label_counts)
-    X, y = data.X_aug[:, :-1], data.y
-    local = X.T @ (y * data.loss.derivative(y * b_star)) / data.n_total
-    grad = network_sum(comm, graph, local)
+    b* the intercept-only minimiser (:func:`intercept_only`); NetworkDataError unless finite
+    and positive."""
     norms = group_norms(grad, grp_ptr, grp_indices)
     penalised = weights > 0
     lam = float(np.max(2.0 * norms[penalised] / weights[penalised], initial=0.0))
@@ -166,6 +161,60 @@ def lambda_max(
             "give --lam-grid"
         )
     return lam
+
+
+def lambda_max(
+    comm: Communicator,
+    graph: nx.Graph,
+    data: LocalData,
+    grp_ptr: np.ndarray,
+    grp_indices: np.ndarray,
+    weights: np.ndarray,
+    label_counts: np.ndarray,
+) -> float:
+    """:func:`lambda_from_gradient` at b* from the network's label counts ``label_counts`` =
+    (#{y = +1}, #{y = -1}); grad by one :func:`network_sum` of p floats."""
+    b_star = intercept_only(data.loss, *label_counts)
+    grad = network_sum(comm, graph, intercept_gradient(data, b_star))
+    return lambda_from_gradient(grad, grp_ptr, grp_indices, weights)
+
+
+def fold_counts(folds: np.ndarray, k: int, y: np.ndarray) -> np.ndarray:
+    """This machine's rows per fold and its label counts (#{y = +1}, #{y = -1}): K + 2 floats,
+    summed over the network before the path."""
+    return np.concatenate([np.bincount(folds, minlength=k), [np.sum(y > 0), np.sum(y < 0)]]).astype(
+        float
+    )
+
+
+def path_grid(
+    grid: Sequence[float] | None, lam_max: Callable[[], float], n_lambdas: int, ratio: float
+) -> tuple[np.ndarray, str]:
+    """(the lambdas, decreasing; where they came from): ``grid`` checked, or the geometric
+    path from ``lam_max()`` (called only then: it costs a network sum)."""
+    if grid is not None:
+        return check_grid(grid), "--lam-grid"
+    top = lam_max()
+    return (
+        geometric_grid(top, n_lambdas, ratio),
+        f"{n_lambdas} values from lambda_max = {top:.6g} down to {ratio:g} lambda_max",
+    )
+
+
+def fold_split(
+    data: LocalData, folds: np.ndarray, fold: int, held_out_rows: float
+) -> tuple[LocalData, np.ndarray, np.ndarray]:
+    """(training data without fold ``fold``, n_total = n - n_k; validation design; labels)."""
+    train, held = folds != fold, folds == fold
+    train_data = LocalData(
+        data.X_aug[train], data.y[train], int(round(data.n_total - held_out_rows)), data.loss
+    )
+    return train_data, data.X_aug[held], data.y[held]
+
+
+def validation_score(data: LocalData, X_val: np.ndarray, y_val: np.ndarray, z: np.ndarray) -> float:
+    """s_jk(lambda) = sum over the machine's fold-k rows of l(y x~^T Z_j)."""
+    return float(data.loss.value(y_val * (X_val @ z)).sum())
 
 
 def cv_curve(fold_losses: np.ndarray, fold_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -286,36 +335,22 @@ def cross_validate(
     after each fold's path. Every machine must call it with the same arguments but its own
     ``data`` and ``folds``.
     """
-    if rule not in CV_RULES:
-        raise ConfigError(f"unknown cross-validation rule {rule!r}; choose from {CV_RULES}")
-    if folds.shape != data.y.shape or folds.min(initial=0) < 0 or folds.max(initial=0) >= k:
-        raise ConfigError(f"fold labels must lie in 0..{k - 1}, one per row")
+    check_cv_inputs(rule, folds, data.y, k)
     before = comm.stats.as_dict()
-    counts = np.concatenate(
-        [np.bincount(folds, minlength=k), [np.sum(data.y > 0), np.sum(data.y < 0)]]
-    ).astype(float)
-    counts = network_sum(comm, graph, counts)
+    counts = network_sum(comm, graph, fold_counts(folds, k, data.y))
     sizes = counts[:k]
-    if grid is None:
-        lam_max = lambda_max(comm, graph, data, grp_ptr, grp_indices, weights, counts[k:])
-        lams, source = (
-            geometric_grid(lam_max, n_lambdas, ratio),
-            (f"{n_lambdas} values from lambda_max = {lam_max:.6g} down to {ratio:g} lambda_max"),
-        )
-    else:
-        lams, source = check_grid(grid), "--lam-grid"
-    dim = data.n_features + 1
-    fresh = initial_state(comm, dim, config, graph)
-    n_lam = len(lams)
-    scores = np.zeros((k, n_lam))
-    rounds = np.zeros((k, n_lam), dtype=np.int64)
+    lams, source = path_grid(
+        grid,
+        lambda: lambda_max(comm, graph, data, grp_ptr, grp_indices, weights, counts[k:]),
+        n_lambdas,
+        ratio,
+    )
+    fresh = initial_state(comm, data.n_features + 1, config, graph)
+    scores = np.zeros((k, len(lams)))
+    rounds = np.zeros((k, len(lams)), dtype=np.int64)
     reasons: list[tuple[str, ...]] = []
     for f in range(k):
-        train, held = folds != f, folds == f
-        train_data = LocalData(
-            data.X_aug[train], data.y[train], int(round(data.n_total - sizes[f])), data.loss
-        )
-        X_val, y_val = data.X_aug[held], data.y[held]
+        train_data, X_val, y_val = fold_split(data, folds, f, sizes[f])
         state, fold_reasons = None, []
         for i, lam in enumerate(lams):
             groups = GroupStructure(grp_ptr, grp_indices, lam * weights / (2.0 * comm.size))
@@ -323,16 +358,47 @@ def cross_validate(
                 comm, train_data, groups, replace(config, lam=float(lam)), graph, state
             )
             state = _restart(state, fresh)
-            scores[f, i] = data.loss.value(y_val * (X_val @ result.z)).sum()
+            scores[f, i] = validation_score(data, X_val, y_val, result.z)
             rounds[f, i] = result.rounds
             fold_reasons.append(result.stop_reason)
         reasons.append(tuple(fold_reasons))
         if on_fold is not None:
             on_fold(f, rounds[f], reasons[-1])
     fold_losses = network_sum(comm, graph, scores) / sizes[:, None]
+    after = comm.stats.as_dict()
+    return cv_result(
+        lams,
+        sizes,
+        fold_losses,
+        rule,
+        rounds,
+        reasons,
+        source,
+        {key: after[key] - before[key] for key in after},
+    )
+
+
+def check_cv_inputs(rule: str, folds: np.ndarray, y: np.ndarray, k: int) -> None:
+    """ConfigError for an unknown rule or fold labels outside 0..k-1 (one per row)."""
+    if rule not in CV_RULES:
+        raise ConfigError(f"unknown cross-validation rule {rule!r}; choose from {CV_RULES}")
+    if folds.shape != y.shape or folds.min(initial=0) < 0 or folds.max(initial=0) >= k:
+        raise ConfigError(f"fold labels must lie in 0..{k - 1}, one per row")
+
+
+def cv_result(
+    lams: np.ndarray,
+    sizes: np.ndarray,
+    fold_losses: np.ndarray,
+    rule: str,
+    rounds: np.ndarray,
+    reasons: list[tuple[str, ...]],
+    source: str,
+    traffic: dict[str, float | int],
+) -> CVResult:
+    """The CV curve, its selection and the path's record as one :class:`CVResult`."""
     mean, se = cv_curve(fold_losses, sizes)
     i_min, i_1se = select(mean, se)
-    after = comm.stats.as_dict()
     return CVResult(
         grid=lams,
         fold_sizes=sizes.astype(np.int64),
@@ -345,5 +411,5 @@ def cross_validate(
         rounds=rounds,
         stop_reasons=tuple(reasons),
         grid_source=source,
-        traffic={key: after[key] - before[key] for key in after},
+        traffic=traffic,
     )

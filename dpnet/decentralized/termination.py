@@ -57,8 +57,9 @@ class TreePlan:
         return 2 * self.height
 
 
-def tree_plan(graph: nx.Graph, rank: int) -> TreePlan:
-    """The same BFS tree on every machine: neighbours visited in sorted order from node 0."""
+def bfs_tree(graph: nx.Graph) -> tuple[list[int], dict[int, int | None], dict[int, int]]:
+    """(visit order, parent, depth) of the BFS tree from node 0, neighbours in sorted order:
+    a node's children are visited in increasing order, right after one another."""
     depth = {0: 0}
     parent: dict[int, int | None] = {0: None}
     order = [0]
@@ -67,6 +68,12 @@ def tree_plan(graph: nx.Graph, rank: int) -> TreePlan:
             if v not in depth:
                 depth[v], parent[v] = depth[u] + 1, u
                 order.append(v)
+    return order, parent, depth
+
+
+def tree_plan(graph: nx.Graph, rank: int) -> TreePlan:
+    """The same BFS tree on every machine (:func:`bfs_tree`)."""
+    _, parent, depth = bfs_tree(graph)
     children = tuple(v for v in sorted(graph.neighbors(rank)) if parent.get(v) == rank)
     return TreePlan(rank, parent[rank], children, depth[rank], max(depth.values()))
 

@@ -124,7 +124,7 @@ class ThreadWorld:
     comm.World` of :func:`run_threads`): agreement and delivery between the machines' threads,
     then the communicator of the machine graph. Set-up waits have no deadline, as over MPI."""
 
-    backend = "inprocess"
+    backend = "threads"
     launched_as = None  # the machine count is the job's own (--machines or the graph file)
 
     def __init__(self, rank: int, shared: _SharedState) -> None:
