@@ -347,6 +347,7 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        self._validate_backend()
         if self.shard_sizes is not None and self.data is not None and "{rank}" in self.data:
             raise ConfigError(
                 "--shard-sizes does not apply when every machine loads its own "
@@ -360,7 +361,6 @@ class RunConfig:
                 "in --data, need no seed)"
             )
         self._validate_cv()
-        self._validate_backend()
         LabelDomain.parse(self.labels)
         for name in self.baselines:
             if name not in BASELINES:

@@ -4,7 +4,7 @@
   class: lambda_max is undefined) is exit 2 with one ``dpnet: error:`` line from rank 0; under
   mpiexec this used to be exit 1 and ``rank R failed: DataError`` (issue 19).
 - An unexpected exception on one machine is exit 1 with ``dpnet: rank R failed: ...``; in-process
-  this used to be a traceback.
+  this used to be a traceback. The simulated backend ends both the same way.
 """
 
 from __future__ import annotations
@@ -33,15 +33,16 @@ def test_cv_on_one_class_labels_is_exit_2_and_one_line_on_every_backend(tmp_path
     args = ["--data", _one_class_file(tmp_path), "--cv", "3", "--test-fraction", "0"]
     args += ["--machines", str(J), "--output", str(tmp_path / "r.json")]
     ends = {
-        "inprocess": run_job(args, timeout=60),
+        "threads": run_job(args, timeout=60),
         "mpiexec": run_job(args, n_ranks=J, timeout=60),
+        "simulated": run_job([*args, "--backend", "simulated"], timeout=60),
     }
     lines = {name: _dpnet_lines(done.stderr) for name, done in ends.items()}
     for name, done in ends.items():
         assert done.returncode == 2, (name, done.stderr)
         assert len(lines[name]) == 1 and "Traceback" not in done.stderr, done.stderr
         assert "lambda_max is undefined" in lines[name][0]
-    assert lines["inprocess"] == lines["mpiexec"]
+    assert lines["threads"] == lines["mpiexec"] == lines["simulated"]
     assert not (tmp_path / "r.json").exists()
 
 
@@ -51,8 +52,9 @@ def test_an_exception_on_one_machine_is_exit_1_and_one_line_on_every_backend(tmp
     args += ["--output", str(tmp_path / "r.json")]
     env = {"DPNET_FAIL_AT": "2:5"}
     ends = {
-        "inprocess": run_job(args, timeout=60, env=env),
+        "threads": run_job(args, timeout=60, env=env),
         "mpiexec": run_job(args, n_ranks=5, timeout=60, env=env),
+        "simulated": run_job([*args, "--backend", "simulated"], timeout=60, env=env),
     }
     expected = "dpnet: rank 2 failed: RuntimeError: injected fault on machine 2 in round 5"
     for name, done in ends.items():

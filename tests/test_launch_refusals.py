@@ -79,3 +79,25 @@ def test_a_graph_file_sets_the_thread_count(tmp_path):
     done = run_job(args, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["topology"]["n_nodes"] == 6
+
+
+@pytest.mark.mpi_launch
+def test_backend_simulated_in_several_mpi_ranks_is_refused():
+    done = run_job([*QUICK, "--backend", "simulated"], n_ranks=2, timeout=60)
+    _refused(done, "--backend simulated under a launcher that started 2 ranks")
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--checkpoint", "ck"],
+        ["--resume", "ck"],
+        ["--peer-timeout", "5"],
+        ["--theta-solver", "gradient"],
+    ],
+)
+def test_options_the_simulator_cannot_apply_are_refused(tmp_path, option):
+    done = run_job([*QUICK, "--backend", "simulated", *option], timeout=60, cwd=tmp_path)
+    _refused(done, "does not apply on --backend simulated")
+    assert option[0] in done.stderr
+    assert not (tmp_path / "ck").exists()

@@ -51,6 +51,7 @@ from dpnet.decentralized.admm import (
 )
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
+from dpnet.errors import MachineFailure
 from dpnet.losses.margin import MarginLoss
 
 NEWTON_TOL = 1e-12
@@ -366,7 +367,9 @@ def run_batched(
         for t in range(1, config.max_rounds + 1):
             rounds = t
             if config.fail_at is not None and config.fail_at[1] == t:
-                raise RuntimeError(f"injected fault on machine {config.fail_at[0]} in round {t}")
+                rank = config.fail_at[0]
+                fault = RuntimeError(f"injected fault on machine {rank} in round {t}")
+                raise MachineFailure(rank, fault)
             z_prev = z
             z = z_update_batched(theta, V, z_prev, c, groups, edges, config.alpha_z)
             rho = c * edges.degree
