@@ -11,9 +11,7 @@ take the same stop decision in the same round.
 
 from __future__ import annotations
 
-import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,6 +31,7 @@ from dpnet.decentralized.steps import (
 )
 from dpnet.decentralized.termination import TreeAggregator, tree_plan
 from dpnet.network.comm import Communicator, PeerSilent
+from dpnet.network.topology import laplacian_extremes
 from dpnet.penalties.group import group_penalty
 
 # residual balancing stops near the tolerance: there the residuals sit at rounding noise and a
@@ -207,24 +206,6 @@ def relaxed(
         alpha * z_nbhd + (1.0 - alpha) * theta[None, :],
         alpha * z[None, :] + (1.0 - alpha) * theta_nbhd,
     )
-
-
-_SPECTRA: weakref.WeakKeyDictionary[nx.Graph, tuple[float, float]] = weakref.WeakKeyDictionary()
-_SPECTRA_LOCK = threading.Lock()
-
-
-def laplacian_extremes(graph: nx.Graph) -> tuple[float, float]:
-    """(mu_2, mu_J): the algebraic connectivity and the largest eigenvalue of the graph
-    Laplacian (dense symmetric eigensolver: 0.1-0.3 s and 8 MB at J = 1,000). Computed once
-    per graph object and process: the machines of the thread backend share one graph, and
-    J simultaneous dense solves took J times the memory (graphs are never changed after
-    validation)."""
-    with _SPECTRA_LOCK:
-        if graph not in _SPECTRA:
-            laplacian = nx.laplacian_matrix(graph, nodelist=sorted(graph)).toarray()
-            mu = np.linalg.eigvalsh(laplacian)
-            _SPECTRA[graph] = (float(mu[1]), float(mu[-1]))
-        return _SPECTRA[graph]
 
 
 def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:

@@ -113,6 +113,7 @@ class BatchedResult:
     n_adapted: int
     bytes_per_round: np.ndarray  # (J,)
     seconds: float
+    started_at: float  # time.perf_counter() when the rounds began
     history: list[ProgressRecord] = field(default_factory=list)
     warm_start: WarmStart | None = None  # the last round that did not stop (see run_batched)
 
@@ -420,6 +421,7 @@ def run_batched(
         n_adapted=len(changes),
         bytes_per_round=bytes_per_round(edges.degree, dim),
         seconds=time.perf_counter() - started,
+        started_at=started,
         history=history,
         warm_start=warm,
     )

@@ -237,10 +237,11 @@ class PrivacyLedger:
         machines = sorted(
             {r.machine for r in self._releases if r.machine is not None}, key=_partition_order
         )
-        per_machine = {
-            str(j): _json_float(sum(r.pure_epsilon for r in self._releases if r.machine == j))
-            for j in machines
-        }
+        spent: dict[Any, float] = dict.fromkeys(machines, 0.0)
+        for r in self._releases:  # one pass: J machines' releases, not J^2 comparisons
+            if r.machine is not None:
+                spent[r.machine] += r.pure_epsilon
+        per_machine = {str(j): _json_float(spent[j]) for j in machines}
         central = sum(r.pure_epsilon for r in self._releases if r.machine is None)
         total: dict[str, Any] = {"pure_epsilon": _json_float(self.pure_epsilon())}
         if self.delta is not None and self._releases:
