@@ -126,3 +126,38 @@ def test_a_difference_is_caught():
         assert_same(report, nudged)
     with pytest.raises(AssertionError):
         assert_same(report, {**report, "rounds": 11})
+
+
+def test_the_estimator_gives_the_same_fit_on_both_backends():
+    from dpnet.data.synthetic import make_group_logistic
+    from dpnet.estimators import DecentralizedGroupLassoLogistic
+
+    data = make_group_logistic(600, n_groups=8, rng=np.random.default_rng(8))
+    fits = {
+        backend: DecentralizedGroupLassoLogistic(
+            0.05, epsilon=1.0, n_machines=6, topology="star", random_state=9, backend=backend
+        ).fit(data.X, data.y, groups=data.groups)
+        for backend in ("threads", "simulated")
+    }
+    threads, simulated = fits["threads"], fits["simulated"]
+    assert threads.n_iter_ == simulated.n_iter_ and threads.stop_reason_ == "converged"
+    assert np.abs(threads.coef_ - simulated.coef_).max() <= TOL
+    assert abs(threads.intercept_ - simulated.intercept_) <= TOL
+    assert np.abs(threads.machine_coefs_ - simulated.machine_coefs_).max() <= TOL
+    assert threads.traffic_ == simulated.traffic_
+    assert threads.privacy_ == simulated.privacy_
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"backend": "mpi"}, "backend must be one of"),
+        ({"theta_solver": "gradient"}, "needs backend='threads'"),
+    ],
+)
+def test_the_estimator_refuses_what_its_backend_cannot_do(params, message):
+    from dpnet.estimators import DecentralizedGroupLassoLogistic
+
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    with pytest.raises(ValueError, match=message):
+        DecentralizedGroupLassoLogistic(**params).fit(X, np.sign(X[:, 0]))

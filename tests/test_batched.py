@@ -16,7 +16,9 @@ from dpnet.decentralized.batched import (
     StackedShards,
     run_batched,
     theta_update_newton_batched,
+    tree_sum,
 )
+from dpnet.decentralized.cv import network_sum
 from dpnet.decentralized.steps import GroupStructure, LocalData, theta_update_newton
 from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
@@ -178,3 +180,16 @@ def test_200_machines_reach_the_centralized_optimum():
     for z in (result.consensus, result.z[0], result.z[-1]):
         gap = group_logistic_objective(data.X, data.y, data.groups, LAM, z) - f_star
         assert abs(gap) / f_star < 1e-5
+
+
+@pytest.mark.parametrize("topology", ["paper5", "star", "grid"])
+def test_tree_sum_is_bitwise_the_round_loops_network_sum(topology):
+    """The simulator's network sums (CV fold sizes, lambda_max, scores) add in the spanning
+    tree's order: bitwise what every machine of the round loop holds."""
+    n_mach = 5 if topology == "paper5" else 8
+    graph = build_topology(topology, n_mach)
+    values = np.random.default_rng(1).standard_normal((n_mach, 3, 4)) * 10.0 ** np.arange(4)
+    held = run_in_process(graph, lambda comm: network_sum(comm, graph, values[comm.rank]))
+    total = tree_sum(graph, values)
+    assert all(np.array_equal(h, total) for h in held)
+    assert np.allclose(total, values.sum(axis=0), rtol=1e-14)

@@ -10,6 +10,7 @@ import networkx as nx
 import pytest
 
 from dpnet.errors import TopologyError
+from dpnet.network import topology
 from dpnet.network.topology import (
     TOPOLOGY_NAMES,
     build_topology,
@@ -196,6 +197,24 @@ def test_algebraic_connectivity_matches_networkx() -> None:
     G = build_topology("erdos-renyi", 15, seed=2)
     ref = nx.algebraic_connectivity(G, method="tracemin_lu", tol=1e-12, seed=0)
     assert describe_topology(G)["algebraic_connectivity"] == pytest.approx(ref, rel=1e-8)
+
+
+@pytest.mark.parametrize("spec", ["random-regular", "small-world", "ring", "grid"])
+def test_sparse_laplacian_extremes_equal_the_dense_ones(monkeypatch, spec) -> None:
+    """Beyond DENSE_SPECTRUM_MAX nodes mu_2 and mu_J come from sparse Lanczos; on a graph
+    small enough for both they agree with the dense solver to 1e-11."""
+    G = build_topology(spec, 300, seed=1)
+    dense = topology._extremes(G)
+    monkeypatch.setattr(topology, "DENSE_SPECTRUM_MAX", 10)
+    sparse = topology._extremes(G)
+    assert sparse == pytest.approx(dense, rel=1e-11, abs=1e-12)
+    assert dense[0] == pytest.approx(nx.algebraic_connectivity(G, tol=1e-12, seed=0), rel=1e-8)
+
+
+@pytest.mark.parametrize("spec", ["random-regular", "path", "star", "grid", "erdos-renyi"])
+def test_diameter_matches_networkx(spec) -> None:
+    G = build_topology(spec, 60, seed=3)
+    assert topology.diameter(G, chunk=7) == nx.diameter(G)
 
 
 def test_shipped_topology_files() -> None:
