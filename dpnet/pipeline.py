@@ -1,8 +1,11 @@
 """The main job, written once: what every machine does from its options to its exit code.
 
-Every backend runs :func:`machine_job` on every machine against its
+MPI and threads run :func:`machine_job` on every machine against its
 :class:`~dpnet.network.comm.World` (MPI: one rank per machine; threads: one thread per machine
-in this process), so the set-up, the machines' work and the release exist in one copy:
+in this process); the simulated backend runs :func:`simulated_job`, the same steps with one
+process holding every machine (steps 1 and 2 from the same functions, step 4 in
+:mod:`dpnet.simulation`, step 5 the same). So the set-up, the machines' work and the release
+exist in one copy:
 
 1. checks every machine agrees on: the same options on every machine, writable output paths
    (rank 0), the checkpoint directory, the graph (built by rank 0, connected, one node per
