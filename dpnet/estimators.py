@@ -40,7 +40,7 @@ _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 SELECT_RTOL = 1e-6
 
 
-ESTIMATOR_BACKENDS = ("simulated", "threads")
+ESTIMATOR_BACKENDS = ("auto", "simulated", "threads")
 
 
 class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
@@ -50,7 +50,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     + (lam/2) sum_g w_g ||beta_g||_2 with the decentralized ADMM of paper 3 (rows split evenly
     over the machines; ``backend="simulated"``: all machines as arrays in this process,
     ``"threads"``: one thread each with real messages, the same fit to ~1e-12 and many times
-    slower). Every machine first applies randomized response
+    slower; ``"auto"``: simulated for the Newton theta step, which is all it runs, threads
+    for the others; ``backend_`` says which ran). Every machine first applies randomized response
     with budget ``epsilon`` to its own labels: epsilon-label-DP under replacing one label
     (features are not protected), by parallel composition over the disjoint shards.
 
@@ -61,8 +62,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     knows it can undo the randomized response) or None (OS entropy); machine j's flips come
     from :func:`dpnet.streams.machine_flip_stream`, as in the main job.
 
-    Learned: ``classes_``, ``n_features_in_``, ``coef_``, ``intercept_``, ``machine_coefs_``
-    ((J, p+1): each machine's Z), ``n_iter_`` (rounds), ``stop_reason_``,
+    Learned: ``classes_``, ``backend_``, ``n_features_in_``, ``coef_``, ``intercept_``,
+    ``machine_coefs_`` ((J, p+1): each machine's Z), ``n_iter_`` (rounds), ``stop_reason_``,
     ``selected_groups_``, ``objective_`` (on the randomized labels), ``privacy_`` (epsilon,
     keep probability, the ledger), ``traffic_`` (bytes per message, per machine and round).
     """
@@ -82,7 +83,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         tol: float = _ADMM.tol,
         max_rounds: int = _ADMM.max_rounds,
         theta_solver: str = _ADMM.theta_solver,
-        backend: str = "simulated",
+        backend: str = "auto",
         random_state: int | None = None,
     ) -> None:
         self.lam = lam
@@ -162,7 +163,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         )
         if self.backend not in ESTIMATOR_BACKENDS:
             raise ValueError(f"backend must be one of {ESTIMATOR_BACKENDS}, got {self.backend!r}")
-        if self.backend == "simulated" and self.theta_solver != "newton":
+        self.backend_ = self.backend
+        if self.backend == "auto":  # the simulator runs the Newton theta step only
+            self.backend_ = "simulated" if self.theta_solver == "newton" else "threads"
+        if self.backend_ == "simulated" and self.theta_solver != "newton":
             raise ValueError(
                 f"theta_solver={self.theta_solver!r} needs backend='threads' (the simulated "
                 "backend runs the Newton theta step)"
@@ -178,7 +182,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             for idx in split_rows(X.shape[0], self.n_machines)
         ]
         seed = streams.check_seed(self.random_state, "random_state")
-        if self.backend == "simulated":
+        if self.backend_ == "simulated":
             outcomes = fit_private_shards(
                 randomize_all(shards, keep_prob, seed),
                 keep_prob=keep_prob,

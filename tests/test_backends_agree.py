@@ -152,7 +152,7 @@ def test_the_estimator_gives_the_same_fit_on_both_backends():
     ("params", "message"),
     [
         ({"backend": "mpi"}, "backend must be one of"),
-        ({"theta_solver": "gradient"}, "needs backend='threads'"),
+        ({"theta_solver": "gradient", "backend": "simulated"}, "needs backend='threads'"),
     ],
 )
 def test_the_estimator_refuses_what_its_backend_cannot_do(params, message):
@@ -161,3 +161,13 @@ def test_the_estimator_refuses_what_its_backend_cannot_do(params, message):
     X = np.random.default_rng(0).standard_normal((40, 3))
     with pytest.raises(ValueError, match=message):
         DecentralizedGroupLassoLogistic(**params).fit(X, np.sign(X[:, 0]))
+
+
+def test_the_estimator_picks_the_simulator_for_the_newton_step_only():
+    from dpnet.estimators import DecentralizedGroupLassoLogistic
+
+    X = np.random.default_rng(0).standard_normal((60, 3))
+    y = np.sign(X[:, 0] + 0.1)
+    assert DecentralizedGroupLassoLogistic().fit(X, y).backend_ == "simulated"
+    majorized = DecentralizedGroupLassoLogistic(theta_solver="majorized", max_rounds=50)
+    assert majorized.fit(X, y).backend_ == "threads"
