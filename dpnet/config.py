@@ -10,7 +10,7 @@ from typing import Any
 from dpnet import __version__
 from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ADMMConfig
-from dpnet.decentralized.cv import check_grid
+from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
@@ -118,16 +118,21 @@ class RunConfig:
         type=_float_list,
         metavar="L,L,...",
     )
-    n_lambdas: int = _opt(10, "--cv grid size when no --lam-grid is given", MODEL, type=int)
+    n_lambdas: int = _opt(
+        DEFAULT_PATH.n_lambdas, "--cv grid size when no --lam-grid is given", MODEL, type=int
+    )
     lambda_ratio: float = _opt(
-        0.01, "smallest / largest lambda of the --cv grid (no --lam-grid)", MODEL, type=float
+        DEFAULT_PATH.ratio,
+        "smallest / largest lambda of the --cv grid (no --lam-grid)",
+        MODEL,
+        type=float,
     )
     cv_rule: str = _opt(
-        "min",
+        DEFAULT_PATH.rule,
         "--cv fits with lambda_min (smallest CV loss) or lambda_1se (largest lambda within "
         "one standard error of it)",
         MODEL,
-        choices=("min", "1se"),
+        choices=CV_RULES,
     )
     group_weights: str = _opt("ones", "w_g", MODEL, choices=("ones", "sqrt-size"))
     c: float | None = _opt(

@@ -20,7 +20,7 @@ from dpnet.config import RunConfig
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.boundary import PrivateShard, RawShard
-from dpnet.decentralized.cv import CVResult, assign_folds, cross_validate
+from dpnet.decentralized.cv import CVPath, CVResult, assign_folds, cross_validate
 from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
 from dpnet.errors import ConfigError
 from dpnet.report import print_cv_fold
@@ -148,12 +148,14 @@ def machine_cross_validation(
         assign_folds(len(shard.y), config.cv, rng),
         config.cv,
         admm,
-        grid=config.lam_grid,
-        n_lambdas=config.n_lambdas,
-        ratio=config.lambda_ratio,
-        rule=config.cv_rule,
+        path=cv_path(config),
         on_fold=on_fold,
     )
+
+
+def cv_path(config: RunConfig) -> CVPath:
+    """``--lam-grid``, ``--n-lambdas``, ``--lambda-ratio`` and ``--cv-rule`` as one path."""
+    return CVPath(config.lam_grid, config.n_lambdas, config.lambda_ratio, config.cv_rule)
 
 
 def checkpoint_prints(config: RunConfig, graph: Any, rank: int, raw: RawShard) -> dict[str, str]:

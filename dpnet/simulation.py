@@ -25,7 +25,7 @@ from dpnet.decentralized.batched_cv import ExchangeCount, cross_validate_batched
 from dpnet.decentralized.boundary import PrivateShard, RawShard
 from dpnet.decentralized.cv import CVResult, assign_folds
 from dpnet.decentralized.machine import local_problem
-from dpnet.job import JobOutcome, admm_config
+from dpnet.job import JobOutcome, admm_config, cv_path
 from dpnet.report import print_cv_fold
 
 
@@ -97,9 +97,6 @@ def _cross_validation(
         config.cv,
         admm,
         count,
-        grid=config.lam_grid,
-        n_lambdas=config.n_lambdas,
-        ratio=config.lambda_ratio,
-        rule=config.cv_rule,
+        path=cv_path(config),
         on_fold=on_fold,
     )

@@ -94,7 +94,7 @@ def _distributed_cv(X_parts, y_parts, fold_parts, graph, loss, grid=GRID) -> lis
         data = LocalData(_aug(X_parts[j]), y_parts[j], N, loss)
         return cvm.cross_validate(
             comm, graph, data, grp_ptr, grp_indices, WEIGHTS, fold_parts[j], K, ADMMConfig(),
-            grid=grid,
+            path=cvm.CVPath(grid=grid),
         )  # fmt: skip
 
     return run_in_process(graph, machine)

@@ -27,6 +27,8 @@ from dpnet.decentralized.batched import (
     tree_sum,
 )
 from dpnet.decentralized.cv import (
+    DEFAULT_PATH,
+    CVPath,
     CVResult,
     check_cv_inputs,
     cv_result,
@@ -87,17 +89,14 @@ def cross_validate_batched(
     config: ADMMConfig,
     count: ExchangeCount,
     *,
-    grid: Sequence[float] | None = None,
-    n_lambdas: int = 10,
-    ratio: float = 0.01,
-    rule: str = "min",
+    path: CVPath = DEFAULT_PATH,
     on_fold: Callable[[int, np.ndarray, tuple[str, ...]], None] | None = None,
 ) -> CVResult:
     """The network's CV (what every machine of ``cross_validate`` returns, but ``traffic``:
     here the CV's exchanges are added to ``count``); ``data[j]``, ``folds[j]`` machine j's."""
     n_mach = len(data)
     for shard, fold in zip(data, folds, strict=True):
-        check_cv_inputs(rule, fold, shard.y, k)
+        check_cv_inputs(path.rule, fold, shard.y, k)
     height = tree_plan(graph, 0).height
     counts = tree_sum(
         graph, np.stack([fold_counts(f, k, d.y) for f, d in zip(folds, data, strict=True)])
@@ -111,7 +110,7 @@ def cross_validate_batched(
         count.add_network_sum(height, grad.size)
         return lambda_from_gradient(grad, grp_ptr, grp_indices, weights)
 
-    lams, source = path_grid(grid, lam_max, n_lambdas, ratio)
+    lams, source = path_grid(path, lam_max)
     edges = EdgeIndex.from_graph(graph)
     dim = data[0].n_features + 1
     scores = np.zeros((n_mach, k, len(lams)))
@@ -138,4 +137,4 @@ def cross_validate_batched(
             on_fold(f, rounds[f], reasons[-1])
     fold_losses = tree_sum(graph, scores) / sizes[:, None]
     count.add_network_sum(height, k * len(lams))
-    return cv_result(lams, sizes, fold_losses, rule, rounds, reasons, source, {})
+    return cv_result(lams, sizes, fold_losses, path.rule, rounds, reasons, source, {})

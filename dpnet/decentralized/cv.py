@@ -187,17 +187,31 @@ def fold_counts(folds: np.ndarray, k: int, y: np.ndarray) -> np.ndarray:
     )
 
 
-def path_grid(
-    grid: Sequence[float] | None, lam_max: Callable[[], float], n_lambdas: int, ratio: float
-) -> tuple[np.ndarray, str]:
-    """(the lambdas, decreasing; where they came from): ``grid`` checked, or the geometric
-    path from ``lam_max()`` (called only then: it costs a network sum)."""
-    if grid is not None:
-        return check_grid(grid), "--lam-grid"
+@dataclass(frozen=True)
+class CVPath:
+    """The lambdas cross-validation tries and how it picks one, and the one place of their
+    defaults (the CLI takes its from here): ``grid`` (any sorted order; fitted decreasing), or
+    None for ``n_lambdas`` values from lambda_max down to ``ratio`` * lambda_max (glmnet's
+    path); ``rule`` one of CV_RULES."""
+
+    grid: Sequence[float] | None = None
+    n_lambdas: int = 10
+    ratio: float = 0.01
+    rule: str = "min"
+
+
+DEFAULT_PATH = CVPath()
+
+
+def path_grid(path: CVPath, lam_max: Callable[[], float]) -> tuple[np.ndarray, str]:
+    """(the lambdas, decreasing; where they came from): ``path.grid`` checked, or the
+    geometric path from ``lam_max()`` (called only then: it costs a network sum)."""
+    if path.grid is not None:
+        return check_grid(path.grid), "--lam-grid"
     top = lam_max()
     return (
-        geometric_grid(top, n_lambdas, ratio),
-        f"{n_lambdas} values from lambda_max = {top:.6g} down to {ratio:g} lambda_max",
+        geometric_grid(top, path.n_lambdas, path.ratio),
+        f"{path.n_lambdas} values from lambda_max = {top:.6g} down to {path.ratio:g} lambda_max",
     )
 
 
@@ -321,29 +335,22 @@ def cross_validate(
     k: int,
     config: ADMMConfig,
     *,
-    grid: Sequence[float] | None = None,
-    n_lambdas: int = 10,
-    ratio: float = 0.01,
-    rule: str = "min",
+    path: CVPath = DEFAULT_PATH,
     on_fold: Callable[[int, np.ndarray, tuple[str, ...]], None] | None = None,
 ) -> CVResult:
     """K-fold CV of lambda on this machine's rows ``data`` (all of them; ``data.n_total`` = n)
     with fold labels ``folds`` in 0..k-1; see the module docstring.
 
-    ``grid``: the lambdas (any sorted order; fitted decreasing), or None for ``n_lambdas``
-    values from lambda_max down to ``ratio`` * lambda_max. ``on_fold(k, rounds, reasons)``
+    ``path``: the lambdas and the selection rule (:class:`CVPath`). ``on_fold(k, rounds, reasons)``
     after each fold's path. Every machine must call it with the same arguments but its own
     ``data`` and ``folds``.
     """
-    check_cv_inputs(rule, folds, data.y, k)
+    check_cv_inputs(path.rule, folds, data.y, k)
     before = comm.stats.as_dict()
     counts = network_sum(comm, graph, fold_counts(folds, k, data.y))
     sizes = counts[:k]
     lams, source = path_grid(
-        grid,
-        lambda: lambda_max(comm, graph, data, grp_ptr, grp_indices, weights, counts[k:]),
-        n_lambdas,
-        ratio,
+        path, lambda: lambda_max(comm, graph, data, grp_ptr, grp_indices, weights, counts[k:])
     )
     fresh = initial_state(comm, data.n_features + 1, config, graph)
     scores = np.zeros((k, len(lams)))
@@ -370,7 +377,7 @@ def cross_validate(
         lams,
         sizes,
         fold_losses,
-        rule,
+        path.rule,
         rounds,
         reasons,
         source,
