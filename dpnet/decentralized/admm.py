@@ -191,6 +191,28 @@ def record_change(penalty_changes: np.ndarray, round_: int, factor: float) -> np
     return np.vstack([penalty_changes, [[round_, factor]]])
 
 
+def take_decision(
+    complete: np.ndarray,
+    done_round: int,
+    round_: int,
+    config: ADMMConfig,
+    c: float,
+    penalty_changes: np.ndarray,
+    also_stop: Callable[[], bool] | None = None,
+) -> tuple[str | None, float, np.ndarray]:
+    """(stop reason or None, c, penalty changes) after :func:`network_decision` on the
+    statistics of ``done_round``, applied at the end of ``round_``; ``also_stop`` (the
+    simulator's ``stop_when``) is asked only when the network would go on, and stops with
+    reason "stop_when". The round loop and the batched simulator share it."""
+    reason, factor = network_decision(complete, done_round, config, penalty_changes)
+    if reason is None and also_stop is not None and also_stop():
+        reason = "stop_when"
+    if reason is None and factor != 1.0:
+        c *= factor
+        penalty_changes = record_change(penalty_changes, round_, factor)
+    return reason, c, penalty_changes
+
+
 def relaxed(
     z: np.ndarray, z_nbhd: np.ndarray, theta: np.ndarray, theta_nbhd: np.ndarray, alpha: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -343,13 +365,10 @@ def run_machine(
         complete = stats.network_stats(t)
         if complete is not None:
             record = record_progress(complete, t - stats.plan.lag, config, history, on_progress)
-            reason, factor = network_decision(complete, record.round, config, changes)
+            reason, c, changes = take_decision(complete, record.round, t, config, c, changes)
             if reason is not None:
                 stop_reason = reason
                 break
-            if factor != 1.0:
-                c *= factor
-                changes = record_change(changes, t, factor)
         if on_round is not None:
             on_round(
                 LoopState(t, theta, z, theta_nbhd, v_out, v_in, c, changes, stats.state(), history)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import networkx as nx
 import numpy as np
@@ -45,9 +46,8 @@ from dpnet.decentralized.admm import (
     ADMMConfig,
     ProgressRecord,
     initial_penalty,
-    network_decision,
-    record_change,
     record_progress,
+    take_decision,
 )
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
@@ -401,15 +401,13 @@ def run_batched(
             complete = pending.pop(t - lag, None)
             if complete is not None:
                 record = record_progress(complete, t - lag, config, history, on_progress)
-                reason, factor = network_decision(complete, record.round, config, changes)
-                if reason is None and stop_when is not None and stop_when(record):
-                    reason = "stop_when"
+                also_stop = None if stop_when is None else partial(stop_when, record)
+                reason, c, changes = take_decision(
+                    complete, record.round, t, config, c, changes, also_stop
+                )
                 if reason is not None:
                     stop_reason = reason
                     break
-                if factor != 1.0:
-                    c *= factor
-                    changes = record_change(changes, t, factor)
             warm = WarmStart(theta, z, V)
 
     return BatchedResult(
