@@ -12,7 +12,7 @@ from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 from scipy import special, stats
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy import binary_rr, compose, pld
+from dpnet.privacy import binary_rr, compose, discrete, pld
 from dpnet.privacy import mechanisms as m
 from dpnet.privacy.events import PureDpEvent
 
@@ -153,7 +153,7 @@ def test_gaussian_noise_sigma_ks() -> None:
         np.zeros(N), l2_sensitivity=0.5, noise_multiplier=3.0, rng=rng(2)
     )
     g = 2.0**-17  # largest power of two <= 0.5 * 2^-10 / sqrt(4000) = 7.7e-6
-    assert m.gaussian_grid(0.5, N) == g
+    assert discrete.gaussian_grid(0.5, N) == g
     # noise std 3 (0.5 + sqrt(N) g) = 1.5014 (the smoothing term changes it by 1e-10)
     sd = 3.0 * (0.5 + math.sqrt(N) * g)
     assert stats.kstest(out, stats.norm(scale=sd).cdf).pvalue > 0.01
@@ -305,7 +305,7 @@ def test_discrete_laplace_pmf() -> None:
 def test_gaussian_outputs_live_on_a_data_independent_grid() -> None:
     """Outputs are exact multiples of a power-of-two grid for any input (Mironov 2012; Jin et
     al. 2022 for the Gaussian), also for huge values (clipped to +-2^52 g)."""
-    g = m.gaussian_grid(1.0, 3)
+    g = discrete.gaussian_grid(1.0, 3)
     assert g == 2.0**-11  # largest power of two <= 2^-10 / sqrt(3)
     for value in ([0.0, 1.0, -2.5], [0.1234567891234, -3.3, 1e6 + 0.1], [1e300, -1e-300, 7.0]):
         outs = np.array(
@@ -333,7 +333,7 @@ def _discrete_gaussian_pmf(scale: float, support: np.ndarray) -> np.ndarray:
 
 
 def test_discrete_gaussian_pmf_chi_square() -> None:
-    k = m.discrete_gaussian(1.5, 200_000, rng(21))
+    k = discrete.discrete_gaussian(1.5, 200_000, rng(21))
     assert np.all(k == np.rint(k))
     values, counts = np.unique(k, return_counts=True)
     mask = np.abs(values) <= 6
@@ -350,7 +350,7 @@ def test_discrete_gaussian_pmf_chi_square() -> None:
 
 def test_discrete_gaussian_variance_large_scale() -> None:
     n, scale = 100_000, 300.0
-    k = m.discrete_gaussian(scale, (n // 2, 2), rng(22))
+    k = discrete.discrete_gaussian(scale, (n // 2, 2), rng(22))
     assert k.shape == (n // 2, 2)
     exact = float(
         np.sum(
@@ -405,6 +405,6 @@ def test_smoothing_makes_the_release_a_post_processed_continuous_gaussian() -> N
     1 +- eta, eta = 2 sum_j exp(-2 pi^2 r^2 j^2) (< 1e-136 at r = 4); not so for small r."""
     y = np.arange(-25, 26)
     tau = 1.3
-    for r, close in ((m.SMOOTHING, True), (0.25, False)):
+    for r, close in ((discrete.SMOOTHING, True), (0.25, False)):
         ratio = _smoothed_pmf(tau, r, y) / _discrete_gaussian_pmf(math.hypot(tau, r), y)
         assert bool(np.max(np.abs(ratio - 1)) < 1e-12) is close
