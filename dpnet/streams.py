@@ -20,6 +20,8 @@ Seeded runs (``--seed S``, ``random_state=S``): every stream is a child of
     (j + 1,)       machine j's randomized response (a mechanism)
     (J + 1,)       the held-out rows' randomized response (a mechanism, rank 0)
     (j + 1, 0)     machine j's cross-validation folds
+    (j + 1, 1, t)  machine j's Gaussian noise on its round-t theta (a mechanism,
+                   ``--privacy record``: one stream per draw)
     =============  =========================================================
 
 Unseeded runs: every stream draws fresh OS entropy on the machine that uses it, on its own:
@@ -60,6 +62,12 @@ def machine_fold_stream(seed: int | None, rank: int) -> np.random.Generator:
     """Machine ``rank``'s cross-validation folds (not a mechanism: fold membership is a
     function of this stream and the row count only)."""
     return _stream(seed, rank + 1, 0)
+
+
+def machine_theta_stream(seed: int | None, rank: int, round_: int) -> np.random.Generator:
+    """Machine ``rank``'s stream for the noise on the theta it sends in round ``round_``
+    (record-level privacy): one stream per draw, so no stream outlives its release."""
+    return _stream(seed, rank + 1, 1, round_)
 
 
 def estimator_stream(random_state: object) -> np.random.Generator:

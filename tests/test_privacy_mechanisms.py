@@ -12,7 +12,7 @@ from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 from scipy import special, stats
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy import binary_rr, compose, discrete, pld
+from dpnet.privacy import binary_rr, compose, discrete, gaussian, pld
 from dpnet.privacy import mechanisms as m
 from dpnet.privacy.events import PureDpEvent
 
@@ -224,7 +224,7 @@ def test_keep_prob_epsilon_inverse() -> None:
 
 @pytest.mark.parametrize("eps,delta", [(0.5, 1e-5), (1.0, 1e-6), (4.0, 1e-3)])
 def test_analytic_gaussian_sigma_matches_dp_accounting(eps: float, delta: float) -> None:
-    sigma = m.gaussian_sigma(eps, delta, 2.0)
+    sigma = gaussian.gaussian_sigma(eps, delta, 2.0)
     assert sigma == pytest.approx(2.0 * get_sigma_gaussian(eps, delta), rel=1e-8)
     # Balle & Wang's exact delta at the returned sigma (sensitivity 1 after rescaling)
     s = sigma / 2.0
@@ -235,12 +235,14 @@ def test_analytic_gaussian_sigma_matches_dp_accounting(eps: float, delta: float)
 
 
 def test_classic_gaussian_sigma_formula_and_range() -> None:
-    assert m.gaussian_sigma(0.5, 1e-5, 1.0, method="classic") == pytest.approx(
+    assert gaussian.gaussian_sigma(0.5, 1e-5, 1.0, method="classic") == pytest.approx(
         math.sqrt(2 * math.log(1.25e5)) / 0.5
     )
-    assert m.gaussian_sigma(0.5, 1e-5, 1.0) < m.gaussian_sigma(0.5, 1e-5, 1.0, method="classic")
+    assert gaussian.gaussian_sigma(0.5, 1e-5, 1.0) < gaussian.gaussian_sigma(
+        0.5, 1e-5, 1.0, method="classic"
+    )
     with pytest.raises(PrivacyError, match="epsilon < 1"):
-        m.gaussian_sigma(1.5, 1e-5, 1.0, method="classic")
+        gaussian.gaussian_sigma(1.5, 1e-5, 1.0, method="classic")
 
 
 @pytest.mark.parametrize(
@@ -263,8 +265,8 @@ def test_classic_gaussian_sigma_formula_and_range() -> None:
         lambda: m.objective_perturbation_noise(
             2, epsilon=1.0, sensitivity=1.0, rng=rng(), jacobian_log_bound=-0.1
         ),
-        lambda: m.gaussian_sigma(1.0, 0.0, 1.0),
-        lambda: m.gaussian_sigma(1.0, 1e-5, 1.0, method="exact"),
+        lambda: gaussian.gaussian_sigma(1.0, 0.0, 1.0),
+        lambda: gaussian.gaussian_sigma(1.0, 1e-5, 1.0, method="exact"),
     ],
 )
 def test_strict_parameter_checks(call) -> None:
@@ -387,7 +389,7 @@ def test_plain_discrete_gaussian_delta_can_exceed_the_continuous_one() -> None:
     p, q = _discrete_gaussian_pmf(0.5, y), _discrete_gaussian_pmf(0.5, y - 1)
     delta_discrete = float(np.sum(np.clip(p - math.e * q, 0, None)))
     assert delta_discrete == pytest.approx(0.6032, abs=1e-4)
-    assert m._analytic_gaussian_delta(0.5, 1.0) == pytest.approx(0.5099, abs=1e-4)
+    assert gaussian._analytic_gaussian_delta(0.5, 1.0) == pytest.approx(0.5099, abs=1e-4)
 
 
 def _smoothed_pmf(tau: float, r: float, y: np.ndarray) -> np.ndarray:

@@ -1,14 +1,18 @@
 r"""Convex losses of the margin m = y z (labels y in {-1, +1}) behind one small interface.
 
 A solver asks a :class:`MarginLoss` for the elementwise value l(m), derivative l'(m) and
-curvature l''(m), and for ``curvature_bound`` c = sup_m l''(m) (step sizes, sensitivities):
+curvature l''(m), for ``curvature_bound`` c = sup_m l''(m) (step sizes) and for
+``lipschitz_bound`` L = sup_m |l'(m)| (sensitivities):
 
-- :class:`Logistic`: l(m) = log(1 + e^{-m}), l' = -sigma(-m), l'' = sigma(m) sigma(-m) <= 1/4.
+- :class:`Logistic`: l(m) = log(1 + e^{-m}), l' = -sigma(-m), l'' = sigma(m) sigma(-m) <= 1/4,
+  L = 1.
 - :class:`UnbiasedLogistic` (Natarajan et al. 2013) for labels that randomized response kept
   with probability p in (1/2, 1]:  l_p(m) = [p l(m) - (1 - p) l(-m)] / (2p - 1), so that
   E_flip l_p = p l_p(m) + (1 - p) l_p(-m) = l(m); l_p' = -[p sigma(-m) + (1 - p) sigma(m)]/(2p - 1)
-  and, as l''(m) = l''(-m), l_p'' = l'' >= 0: the corrected loss stays convex, c = 1/4.
-- :class:`HuberizedHinge` of width h > 0 (:mod:`dpnet.losses.huberized_hinge`): c = 1/(2h).
+  and, as l''(m) = l''(-m), l_p'' = l'' >= 0: the corrected loss stays convex, c = 1/4;
+  |l_p'| <= max(p, 1 - p)/(2p - 1) = p/(2p - 1) = L (sigma(-m) + sigma(m) = 1).
+- :class:`HuberizedHinge` of width h > 0 (:mod:`dpnet.losses.huberized_hinge`): c = 1/(2h),
+  L = 1.
 
 The losses are frozen dataclasses: equal parameters give equal, hashable losses.
 """
@@ -50,6 +54,11 @@ class MarginLoss(ABC):
     def curvature_bound(self) -> float:
         """c = sup_m l''(m)."""
 
+    @property
+    @abstractmethod
+    def lipschitz_bound(self) -> float:
+        """L = sup_m |l'(m)|."""
+
 
 @dataclass(frozen=True)
 class Logistic(MarginLoss):
@@ -67,6 +76,10 @@ class Logistic(MarginLoss):
     @property
     def curvature_bound(self) -> float:
         return 0.25
+
+    @property
+    def lipschitz_bound(self) -> float:
+        return 1.0
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,10 @@ class UnbiasedLogistic(MarginLoss):
     def curvature_bound(self) -> float:
         return 0.25
 
+    @property
+    def lipschitz_bound(self) -> float:
+        return self.keep_prob / (2.0 * self.keep_prob - 1.0)
+
 
 @dataclass(frozen=True)
 class HuberizedHinge(MarginLoss):
@@ -117,3 +134,7 @@ class HuberizedHinge(MarginLoss):
     @property
     def curvature_bound(self) -> float:
         return 1.0 / (2.0 * self.h)
+
+    @property
+    def lipschitz_bound(self) -> float:
+        return 1.0

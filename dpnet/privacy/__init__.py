@@ -11,7 +11,8 @@ from typing import Any
 _LAZY = {
     "laplace_mechanism": "mechanisms",
     "gaussian_mechanism": "mechanisms",
-    "gaussian_sigma": "mechanisms",
+    "gaussian_sigma": "gaussian",
+    "composed_gaussian_multiplier": "gaussian",
     "randomized_response": "mechanisms",
     "kary_randomized_response": "mechanisms",
     "keep_prob_from_epsilon": "mechanisms",

@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 from dp_accounting import dp_event
-from scipy import optimize, special
 
 from dpnet.errors import PrivacyError
 from dpnet.privacy.binary_rr import epsilon_from_keep_prob, flip_labels
@@ -89,44 +88,6 @@ def gaussian_mechanism(
         value, l2_sensitivity=l2_sensitivity, noise_multiplier=noise_multiplier, rng=rng
     )
     return _like_input(value, out), dp_event.GaussianDpEvent(noise_multiplier=noise_multiplier)
-
-
-def _analytic_gaussian_delta(sigma_over_sens: float, epsilon: float) -> float:
-    """delta(s) = Phi(1/(2s) - eps s) - e^eps Phi(-1/(2s) - eps s) (Balle & Wang 2018, Thm 8)."""
-    s = sigma_over_sens
-    a = special.ndtr(1.0 / (2.0 * s) - epsilon * s)
-    b = math.exp(epsilon + special.log_ndtr(-1.0 / (2.0 * s) - epsilon * s))
-    return float(a - b)
-
-
-def gaussian_sigma(
-    epsilon: float, delta: float, l2_sensitivity: float, method: str = "analytic"
-) -> float:
-    """Noise standard deviation that makes the Gaussian mechanism (epsilon, delta)-DP.
-
-    ``analytic``: the smallest sigma, root of Balle & Wang's exact delta(sigma) (any epsilon > 0).
-    ``classic``: sqrt(2 ln(1.25/delta)) l2_sensitivity / epsilon (Dwork & Roth, Thm A.1;
-    valid only for epsilon < 1).
-    """
-    eps = positive("epsilon", epsilon)
-    sens = positive("l2_sensitivity", l2_sensitivity)
-    if not 0.0 < float(delta) < 1.0:
-        raise PrivacyError(f"delta must lie in (0, 1), got {delta}")
-    if method == "classic":
-        if eps >= 1.0:
-            raise PrivacyError(f"the classic Gaussian calibration needs epsilon < 1, got {eps}")
-        return math.sqrt(2.0 * math.log(1.25 / delta)) * sens / eps
-    if method != "analytic":
-        raise PrivacyError(f"method must be 'analytic' or 'classic', got {method!r}")
-    lo, hi = 1e-3, 1.0
-    while _analytic_gaussian_delta(lo, eps) < delta:
-        lo /= 10.0
-    while _analytic_gaussian_delta(hi, eps) > delta:
-        hi *= 10.0
-    s = optimize.brentq(
-        lambda v: _analytic_gaussian_delta(v, eps) - delta, lo, hi, xtol=1e-14, rtol=1e-14
-    )
-    return float(s) * sens
 
 
 def randomized_response(
