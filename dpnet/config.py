@@ -15,6 +15,7 @@ from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.privacy.binary_rr import keep_prob_from_epsilon
+from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -46,9 +47,13 @@ def _opt(default: Any, help: str, group: str, **argparse_kw: Any) -> Any:
 
 BACKENDS = ("auto", "mpi", "threads", "simulated")
 
+PRIVACY_MODES = ("label", "record")
+DEFAULT_DELTA = 1e-5  # --privacy record
+DEFAULT_RECORD_ROUNDS = 100  # --privacy record: the rounds the budget is spread over
+
 NET, PRIV, MODEL, DATA, RUN = (
     "network",
-    "privacy (randomized response on labels, per machine)",
+    "privacy (per machine: randomized response on labels, or Gaussian noise on every message)",
     "model and solver",
     "data",
     "run",
@@ -89,11 +94,41 @@ class RunConfig:
         type=float,
         metavar="SECONDS",
     )
+    privacy: str = _opt(
+        "label",
+        "label: randomized response on every machine's labels (epsilon-label-DP); record: "
+        "Gaussian noise on every theta a machine sends, (epsilon, delta)-DP for a whole "
+        "record (features and label) against every other machine (docs/privacy.md)",
+        PRIV,
+        choices=PRIVACY_MODES,
+    )
     epsilon: float = _opt(
-        math.inf, "label-DP budget per machine; inf = no privacy", PRIV, type=float
+        math.inf,
+        "per machine: the label-DP budget of randomized response (inf = no privacy); with "
+        "--privacy record the record-level budget of all --max-rounds rounds",
+        PRIV,
+        type=float,
+    )
+    delta: float | None = _opt(
+        None,
+        f"--privacy record: the delta of the budget (default {DEFAULT_DELTA:g})",
+        PRIV,
+        type=float,
+    )
+    row_bound: float | None = _opt(
+        None,
+        "--privacy record (required): a public bound R on every row's L2 norm; longer rows are "
+        "scaled to norm R",
+        PRIV,
+        type=float,
+        metavar="R",
     )
     keep_prob: float | None = _opt(
-        None, "RR keep probability p in (0.5, 1); epsilon = ln(p/(1-p))", PRIV, type=float
+        None,
+        "RR keep probability p in (0.5, 1); epsilon = ln(p/(1-p)); with --privacy record the "
+        "labels get randomized response too (default: not)",
+        PRIV,
+        type=float,
     )
     loss: str = _opt(
         "logistic",
@@ -173,7 +208,13 @@ class RunConfig:
     beta_step_size: float = _opt(
         _ADMM.beta_step_size, "alpha_beta, gradient only", MODEL, type=float
     )
-    max_rounds: int = _opt(_ADMM.max_rounds, "stop after this many rounds", MODEL, type=int)
+    max_rounds: int | None = _opt(
+        None,
+        f"stop after this many rounds (default {_ADMM.max_rounds}; with --privacy record "
+        f"{DEFAULT_RECORD_ROUNDS}, the rounds the budget is spread over)",
+        MODEL,
+        type=int,
+    )
     tol: float = _opt(
         _ADMM.tol,
         "stop when every machine's residual / max(1, ||theta||) is below tol",
@@ -267,11 +308,31 @@ class RunConfig:
     )
 
     @property
+    def rounds(self) -> int:
+        """--max-rounds, or its default for the privacy mode."""
+        if self.max_rounds is not None:
+            return self.max_rounds
+        return DEFAULT_RECORD_ROUNDS if self.privacy == "record" else _ADMM.max_rounds
+
+    @property
+    def record_delta(self) -> float:
+        return DEFAULT_DELTA if self.delta is None else self.delta
+
+    @property
+    def theta_noise_multiplier(self) -> float | None:
+        """--privacy record: the multiplier s of every round's theta release, calibrated so that
+        the --max-rounds releases compose to exactly (epsilon, delta); None otherwise."""
+        if self.privacy != "record":
+            return None
+        return composed_gaussian_multiplier(self.epsilon, self.record_delta, self.rounds)
+
+    @property
     def keep_probability(self) -> float:
-        """p of randomized response: the given one, or e^eps/(1+e^eps); 1 when eps = inf."""
+        """p of randomized response: the given one, or e^eps/(1+e^eps); 1 when eps = inf or
+        under --privacy record without --keep-prob."""
         if self.keep_prob is not None:
             return self.keep_prob
-        if math.isinf(self.epsilon):
+        if self.privacy == "record" or math.isinf(self.epsilon):
             return 1.0
         if not self.epsilon < MAX_FINITE_EPSILON:
             return 1.0  # refused by validate()
@@ -284,11 +345,15 @@ class RunConfig:
 
     def validate(self) -> RunConfig:
         """Return ``self`` or raise ConfigError naming the first invalid option (one line)."""
-        if self.keep_prob is not None and not math.isinf(self.epsilon):
+        if self.keep_prob is not None and not math.isinf(self.epsilon) and self.privacy == "label":
             raise ConfigError("give either --epsilon or --keep-prob, not both")
         if not (self.epsilon > 0):
             raise ConfigError(f"--epsilon must be > 0 (inf for no privacy), got {self.epsilon}")
-        if not math.isinf(self.epsilon) and not self.epsilon < MAX_FINITE_EPSILON:
+        if (
+            not math.isinf(self.epsilon)
+            and not self.epsilon < MAX_FINITE_EPSILON
+            and (self.privacy == "label")
+        ):
             raise ConfigError(
                 f"--epsilon {self.epsilon:g} is so large that the keep probability "
                 f"e^eps/(1+e^eps) rounds to 1 (no label is ever flipped): use --epsilon inf "
@@ -307,7 +372,7 @@ class RunConfig:
                 0 < self.relaxation < 2,
                 f"--relaxation must lie in (0, 2), got {self.relaxation}",
             ),
-            (self.max_rounds >= 1, f"--max-rounds must be >= 1, got {self.max_rounds}"),
+            (self.rounds >= 1, f"--max-rounds must be >= 1, got {self.max_rounds}"),
             (0 < self.tol < 1, f"--tol must lie in (0, 1), got {self.tol}"),
             (
                 0 < self.max_coef_norm < math.inf,
@@ -334,7 +399,7 @@ class RunConfig:
                 f"--n-test must lie in [0, {MAX_ROWS:.0e}], got {self.n_test}",
             ),
             (self.n_groups <= 10_000, f"--n-groups must be <= 10000, got {self.n_groups}"),
-            (self.max_rounds <= 10**9, f"--max-rounds must be <= 1e9, got {self.max_rounds}"),
+            (self.rounds <= 10**9, f"--max-rounds must be <= 1e9, got {self.max_rounds}"),
             (0 <= self.test_fraction < 1, "--test-fraction must lie in [0, 1)"),
             (self.beta_steps >= 1, "--beta-steps must be >= 1"),
             (0 < self.beta_step_size < math.inf, "--beta-step-size must be finite and > 0"),
@@ -353,6 +418,7 @@ class RunConfig:
             if not ok:
                 raise ConfigError(message)
         self._validate_backend()
+        self._validate_record()
         if self.shard_sizes is not None and self.data is not None and "{rank}" in self.data:
             raise ConfigError(
                 "--shard-sizes does not apply when every machine loads its own "
@@ -389,6 +455,36 @@ class RunConfig:
                     f"{option} does not apply on --backend simulated (all machines as arrays "
                     "in one process); use the threads or MPI backend"
                 )
+
+    def _validate_record(self) -> None:
+        """--privacy record: a finite budget, a row bound, and only what the mechanism covers
+        (its sensitivity needs the exact theta step; --cv would read the rows outside it;
+        checkpoints fingerprint the raw rows)."""
+        if self.privacy != "record":
+            for option, given in (("--delta", self.delta), ("--row-bound", self.row_bound)):
+                if given is not None:
+                    raise ConfigError(f"{option} applies to --privacy record only")
+            return
+        if not math.isfinite(self.epsilon):
+            raise ConfigError("--privacy record needs a finite --epsilon (the record budget)")
+        if self.row_bound is None:
+            raise ConfigError(
+                "--privacy record needs --row-bound R: a public bound on every row's L2 norm "
+                "(longer rows are scaled to it); it must not be computed from the data"
+            )
+        if not 0 < self.row_bound < math.inf:
+            raise ConfigError(f"--row-bound must be finite and > 0, got {self.row_bound}")
+        if not 0 < self.record_delta < 1:
+            raise ConfigError(f"--delta must lie in (0, 1), got {self.delta}")
+        unusable = [
+            ("--cv", self.cv is not None),
+            ("--checkpoint", self.checkpoint is not None),
+            ("--resume", self.resume is not None),
+            (f"--theta-solver {self.theta_solver}", self.theta_solver != "newton"),
+        ]
+        for option, given in unusable:
+            if given:
+                raise ConfigError(f"{option} does not apply with --privacy record")
 
     def _validate_cv(self) -> None:
         """--cv and its options (the rows per machine are checked once the data are split)."""

@@ -22,7 +22,7 @@ from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.machine import (
     consensus_model,
-    label_privacy_ledger,
+    privacy_ledger,
     run_private_machine,
 )
 from dpnet.errors import ConfigError
@@ -225,7 +225,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             "bytes_per_machine_per_round": float(np.mean([t["bytes_sent"] for t in traffic]))
             / max(1, self.n_iter_),
         }
-        ledger = label_privacy_ledger(releases)
+        ledger = privacy_ledger(releases)
         self.privacy_ = {
             "epsilon": None if keep_prob == 1.0 else math.log(keep_prob / (1 - keep_prob)),
             "keep_prob": keep_prob,

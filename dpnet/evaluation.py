@@ -12,7 +12,13 @@ Two sources, and the report says which:
 
   (the flips are independent of the model, which was fitted on other rows). It is a function
   of the randomized labels only: post-processing, no extra privacy cost. a_hat can leave
-  [0, 1]; the report gives it unclipped next to the clipped value.
+  [0, 1]; the report gives it unclipped next to the clipped value;
+- **held-out private rows under record-level privacy** (``--privacy record``): their features
+  are private too, so the agreement count k = sum 1[pred_i = y~_i] (sensitivity 1 when one
+  held-out record is replaced) is released with discrete Laplace noise of scale ~1/epsilon
+  (:func:`dpnet.privacy.mechanisms.laplace_mechanism`, epsilon-DP, recorded in the ledger for
+  the held-out rows); a~ = k~/n is then debiased as above, and the standard error adds the
+  noise's variance, 2/(epsilon n)^2 before debiasing.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import numpy as np
 
 PUBLIC = "public test file"
 RANDOMIZED = "randomized held-out labels"
+NOISY_COUNT = "held-out private rows, noisy agreement count"
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,7 @@ class EvaluationSet:
     y: np.ndarray
     source: str
     keep_prob: float = 1.0
+    count_epsilon: float | None = None  # NOISY_COUNT: the agreement count's budget
 
     @property
     def n_samples(self) -> int:
@@ -46,21 +54,43 @@ def predict_pm1(X: np.ndarray, coef: np.ndarray, intercept: float) -> np.ndarray
 
 
 def accuracy_estimate(
-    evaluation: EvaluationSet, coef: np.ndarray, intercept: float
-) -> dict[str, Any]:
-    """Accuracy of the model on ``evaluation`` with its standard error (see module doc)."""
+    evaluation: EvaluationSet,
+    coef: np.ndarray,
+    intercept: float,
+    rng: np.random.Generator | None = None,
+) -> tuple[dict[str, Any], Any]:
+    """(accuracy of the model on ``evaluation`` with its standard error, the event of its
+    release or None); a NOISY_COUNT set needs ``rng``, a stream made for this draw alone
+    (see module doc)."""
     n = evaluation.n_samples
-    agree = float(np.mean(predict_pm1(evaluation.X, coef, intercept) == evaluation.y))
-    p = evaluation.keep_prob if evaluation.source == RANDOMIZED else 1.0
+    agree_count = float(
+        np.count_nonzero(predict_pm1(evaluation.X, coef, intercept) == evaluation.y)
+    )
+    event, noise_var = None, 0.0
+    if evaluation.source == NOISY_COUNT:
+        from dpnet.privacy.mechanisms import laplace_mechanism  # rank 0 only
+
+        assert evaluation.count_epsilon is not None and rng is not None
+        eps = evaluation.count_epsilon
+        released, event = laplace_mechanism(agree_count, l1_sensitivity=1.0, epsilon=eps, rng=rng)
+        agree_count = float(released)
+        noise_var = 2.0 / (eps * n) ** 2
+    agree = agree_count / n
+    p = evaluation.keep_prob if evaluation.source != PUBLIC else 1.0
     scale = 2.0 * p - 1.0
     estimate = (agree - (1.0 - p)) / scale
+    clipped = min(1.0, max(0.0, agree))
+    method = {
+        PUBLIC: "plain accuracy on public labels",
+        RANDOMIZED: "agreement with randomized labels, debiased: (a - (1 - p)) / (2p - 1)",
+        NOISY_COUNT: "agreement count + discrete Laplace noise (epsilon-DP), then debiased: "
+        "(a - (1 - p)) / (2p - 1)",
+    }[evaluation.source]
     return {
         "estimate": min(1.0, max(0.0, estimate)),
         "unbiased_estimate": estimate,
-        "standard_error": math.sqrt(agree * (1.0 - agree) / n) / scale,
+        "standard_error": math.sqrt(clipped * (1.0 - clipped) / n + noise_var) / scale,
         "n": n,
         "source": evaluation.source,
-        "method": "plain accuracy on public labels"
-        if p == 1.0 and evaluation.source == PUBLIC
-        else "agreement with randomized labels, debiased: (a - (1 - p)) / (2p - 1)",
-    }
+        "method": method,
+    }, event

@@ -22,6 +22,7 @@ from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.boundary import PrivateShard, RawShard
 from dpnet.decentralized.cv import CVPath, CVResult, assign_folds, cross_validate
 from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
+from dpnet.decentralized.record import RecordNoise
 from dpnet.errors import ConfigError
 from dpnet.report import print_cv_fold
 
@@ -34,6 +35,7 @@ class JobOutcome(MachineOutcome):
 
 
 def admm_config(config: RunConfig) -> ADMMConfig:
+    multiplier = config.theta_noise_multiplier
     return ADMMConfig(
         lam=config.lam,
         c=config.c,
@@ -43,10 +45,13 @@ def admm_config(config: RunConfig) -> ADMMConfig:
         theta_solver=config.theta_solver,
         beta_steps=config.beta_steps,
         beta_step_size=config.beta_step_size,
-        max_rounds=config.max_rounds,
+        max_rounds=config.rounds,
         tol=config.tol,
         max_coef_norm=config.max_coef_norm,
         progress_every=config.progress_every,
+        record=None
+        if multiplier is None or config.row_bound is None
+        else RecordNoise(multiplier, config.row_bound, config.seed),
         fail_at=fault_injection("DPNET_FAIL_AT"),
         stall_at=fault_injection("DPNET_STALL_AT"),
     )
@@ -70,7 +75,9 @@ def machine_main(
     keep_oracle = config.oracle_output is not None
     if resumed is None:
         flips = streams.machine_flip_stream(config.seed, comm.rank)  # for this call alone
-        crossing = boundary.cross_boundary(raw, p, flips, part, keep_oracle=keep_oracle)
+        crossing = boundary.cross_boundary(
+            raw, p, flips, part, keep_oracle=keep_oracle, row_bound=config.row_bound
+        )
         del flips
     else:
         crossing = boundary.recross_boundary(

@@ -21,7 +21,9 @@ def plot_convergence(report: dict[str, Any], path: str | Path) -> None:
     rounds = np.array([h["round"] for h in history])
     objective = np.array([h["objective"] for h in history], dtype=float)
     fig, (ax_obj, ax_res) = plt.subplots(1, 2, figsize=(10, 4))
-    if len(objective) > 1:
+    if objective.size and np.isnan(objective).all():  # record-level privacy: not released
+        ax_obj.text(0.5, 0.5, "objective not released\n(record-level privacy)", ha="center")
+    elif len(objective) > 1:
         # distance to the final value: how far each round was from where the run ended
         gap = np.abs(objective[:-1] - objective[-1])
         shown = gap > 0

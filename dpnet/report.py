@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpnet import streams
 from dpnet.config import RunConfig
 from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ProgressRecord
 from dpnet.decentralized.cv import CVResult
 from dpnet.decentralized.machine import (
+    RECORD_GUARANTEE,
     RR_PROTECTS,
     RR_RELATION,
     MachineRelease,
     consensus_model,
-    label_privacy_ledger,
+    privacy_ledger,
 )
 from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
@@ -54,6 +56,16 @@ RELEASE_NOTE = (
     "inputs (features, parameters, files declared public, the graph) and of the "
     "randomized labels only"
 )
+RECORD_RELEASE_NOTE = (
+    "everything in this file, on stdout and in the plot is a function of public inputs (the "
+    "graph, parameters, files declared public) and of the noisy thetas (and randomized labels) "
+    "only; the objective, which reads the rows, is not released"
+)
+TIMING_NOTE = (
+    "timings: wall-clock seconds in this file and the times at which messages arrive depend "
+    "on the hardware and, through the theta step's Newton iterations, on the rows; like other "
+    "DP libraries dpnet does not defend timing side channels"
+)
 CV_LEDGER_NOTE = "cross-validation: post-processing of the randomized labels, no extra privacy cost"
 FILE_MODE = 0o644
 
@@ -65,9 +77,11 @@ SIMULATED_TIMES = (
 
 
 def print_progress(record: ProgressRecord) -> None:
-    """One progress line on stderr (results and the summary go to stdout)."""
+    """One progress line on stderr (results and the summary go to stdout); no objective under
+    record-level privacy (NaN: not released)."""
+    objective = "" if math.isnan(record.objective) else f"objective {record.objective:.8f}  "
     print(
-        f"round {record.round:5d}  objective {record.objective:.8f}  "
+        f"round {record.round:5d}  {objective}"
         f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}",
         file=sys.stderr,
         flush=True,
@@ -91,10 +105,12 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
         None
         if config.seed is None
         else (
-            f"seeded run (--seed {config.seed}): every flip is a function of the seed, so the "
-            "guarantee does NOT hold against anyone who knows it"
+            f"seeded run (--seed {config.seed}): every flip and every noise draw is a function "
+            "of the seed, so the guarantee does NOT hold against anyone who knows it"
         )
     )
+    if config.privacy == "record":
+        return _record_privacy_block(config, ledger, seeded)
     return {
         "mechanism": "randomized response on labels, applied by each machine locally",
         "keep_prob": config.keep_probability,
@@ -112,12 +128,55 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
     }
 
 
+def _record_privacy_block(
+    config: RunConfig, ledger: PrivacyLedger, seeded: str | None
+) -> dict[str, Any]:
+    """The privacy block of ``--privacy record`` (docs/privacy.md, "Record-level privacy")."""
+    from dpnet.privacy.gaussian import composed_gaussian_delta
+
+    multiplier = config.theta_noise_multiplier
+    assert multiplier is not None
+    p = config.keep_probability
+    return {
+        "mechanism": "Gaussian noise on every theta a machine sends, each round (discrete "
+        "Gaussian on a grid); rows scaled to norm <= --row-bound; everything else a machine "
+        "sends is computed from released thetas",
+        "epsilon_per_machine": config.epsilon,
+        "delta": config.record_delta,
+        "exact_delta_at_epsilon": composed_gaussian_delta(
+            multiplier, config.rounds, config.epsilon
+        ),
+        "rounds_budget": config.rounds,
+        "noise_multiplier": multiplier,
+        "row_bound": config.row_bound,
+        "sensitivity": "2 L sqrt(R^2 + 1) (1 + 2e-6) / (n c d_j) per round (L the loss's "
+        "Lipschitz bound, n the training rows, c the round's penalty, d_j = degree + 1)",
+        "neighbouring_relation": "replace one record (features and label) of one machine's shard",
+        "guarantee": f"{RECORD_GUARANTEE}, per machine; parallel composition over disjoint "
+        "shards; a run that stops before --max-rounds is post-processing of one that ran them",
+        "protected": "records (features and label)",
+        "labels": "randomized response too, keep probability "
+        f"{p:.6g} (epsilon {config.label_epsilon:.6g} label-DP)"
+        if p < 1.0
+        else "no randomized response (the record guarantee covers them)",
+        "not_protected": TIMING_NOTE,
+        "seed": seeded or "no seed: every machine drew its noise from its own OS entropy",
+        "label_domain": public_label_domain(config),
+        "release_boundary": RECORD_RELEASE_NOTE,
+        "public_inputs": _public_inputs(config),
+        "loss": config.loss,
+        "ledger": ledger.to_dict(),
+    }
+
+
 def public_label_domain(config: RunConfig) -> str:
     return LabelDomain.parse(config.labels).describe()
 
 
 def _public_inputs(config: RunConfig) -> list[str]:
-    items = ["features of every row", "the graph", "the configuration"]
+    items = ["the graph", "the configuration"]
+    if config.privacy == "label":
+        items.insert(0, "features of every row")
     if config.test_data is not None:
         items.append(f"--test-data {config.test_data} (declared public: labels used as given)")
     return items
@@ -147,8 +206,19 @@ def build_report(
     norms = group_norms(coef, grp_ptr, grp_indices)
     selected = np.flatnonzero(norms > SELECT_RTOL * max(1.0, float(np.linalg.norm(coef))))
     penalty = 0.5 * lam * group_penalty(coef, grp_ptr, grp_indices, public.group_weights)
-    noisy_objective = float(sum(r.local_objective for r in results) + penalty)
-    ledger = label_privacy_ledger(releases, public.holdout_event)
+    record = config.privacy == "record"
+    noisy_objective = None if record else float(sum(r.local_objective for r in results) + penalty)
+    accuracy, count_event = None, None
+    if public.evaluation is not None and public.evaluation.n_samples:
+        rng = streams.holdout_count_stream(config.seed, J) if record else None
+        accuracy, count_event = accuracy_estimate(public.evaluation, coef, intercept, rng)
+        del rng  # made for the one draw
+    ledger = privacy_ledger(
+        releases,
+        public.holdout_event,
+        count_event,
+        delta=config.record_delta if record else None,
+    )
     if cv is not None:
         from dp_accounting import dp_event
 
@@ -159,11 +229,6 @@ def build_report(
             protects=RR_PROTECTS,
             guarantee="post-processing",
         )
-    accuracy = (
-        None
-        if public.evaluation is None or not public.evaluation.n_samples
-        else accuracy_estimate(public.evaluation, coef, intercept)
-    )
     # times are this process's: a resumed run timed only the rounds after its checkpoint
     per_round = [r.total_seconds / max(r.rounds - r.start_round, 1) for r in results]
     comm_round = [r.traffic["comm_seconds"] / max(r.rounds - r.start_round, 1) for r in results]
@@ -319,12 +384,11 @@ def strict_json(obj: Any) -> Any:
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
     priv = report["privacy"]
-    eps = priv["epsilon_per_machine"]
     return [
         f"dpnet: {report['n_machines']} machine{'s' if report['n_machines'] != 1 else ''} on "
         f"'{report['topology']['name']}' "
         f"({report['backend']}), {report['rounds']} rounds, stop: {report['stop_reason']}",
-        f"  objective (randomized labels) {report['objective']['on_randomized_labels']:.6f}, "
+        f"  {_objective_text(report['objective']['on_randomized_labels'])}, "
         f"test accuracy {_accuracy_text(report['test_accuracy'])}",
         *_cv_lines(report.get("cross_validation")),
         f"  selected groups {report['selected_groups']}",
@@ -332,8 +396,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round "
         f"({report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication), "
         f"start-up {report['timing']['startup_seconds']:.2f} s",
-        f"  privacy: randomized response, epsilon = {'inf' if eps is None else f'{eps:.6g}'} "
-        f"label-DP per machine; {FEATURES_NOTE}",
+        _privacy_line(priv),
         *([f"  privacy: {priv['seed']}"] if report["seed"] is not None else []),
         *(
             f"  baseline {name}: own synthetic data, own ledger, total "
@@ -341,6 +404,32 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             for name, b in report["baselines"].items()
         ),
     ]
+
+
+def _objective_text(objective: float | None) -> str:
+    if objective is None:
+        return "objective not released (it reads the rows)"
+    return f"objective (randomized labels) {objective:.6f}"
+
+
+def _privacy_line(priv: dict[str, Any]) -> str:
+    eps = priv["epsilon_per_machine"]
+    if "rounds_budget" not in priv:
+        return (
+            f"  privacy: randomized response, epsilon = {'inf' if eps is None else f'{eps:.6g}'} "
+            f"label-DP per machine; {FEATURES_NOTE}"
+        )
+    total = priv["ledger"]["total"]
+    return (
+        f"  privacy: record-level, (epsilon, delta) = ({eps:.6g}, {priv['delta']:.3g}) per machine "
+        f"against every other machine, {priv['rounds_budget']} noisy rounds (noise multiplier "
+        f"{priv['noise_multiplier']:.4g}); ledger: RDP epsilon {total['epsilon']:.4g}, PLD "
+        f"epsilon {_pld_text(total.get('pld_epsilon'))}"
+    )
+
+
+def _pld_text(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _cv_lines(cv: dict[str, Any] | None) -> list[str]:

@@ -37,7 +37,7 @@ from dpnet.decentralized import boundary
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.machine import HOLDOUT_PART
 from dpnet.errors import ConfigError
-from dpnet.evaluation import PUBLIC, RANDOMIZED, EvaluationSet
+from dpnet.evaluation import NOISY_COUNT, PUBLIC, RANDOMIZED, EvaluationSet
 
 if TYPE_CHECKING:
     from dp_accounting import dp_event
@@ -88,13 +88,19 @@ def load_public_test(config: RunConfig, n_features: int) -> EvaluationSet | None
 
 def _randomized_holdout(
     holdout: GroupData, config: RunConfig, n_machines: int
-) -> tuple[EvaluationSet, dp_event.DpEvent]:
+) -> tuple[EvaluationSet, dp_event.DpEvent | None]:
+    """Held-out private rows: randomized response on their labels; under --privacy record
+    (features private too) scored only through a noisy count (:mod:`dpnet.evaluation`), their
+    labels randomized only with --keep-prob."""
     from dpnet.privacy.mechanisms import randomized_response_event  # rank 0 only
 
     p = config.keep_probability
     noisy = boundary.randomize_labels(
         holdout.y, p, streams.holdout_flip_stream(config.seed, n_machines), HOLDOUT_PART
     )
+    if config.privacy == "record":
+        event = randomized_response_event(p) if p < 1.0 else None
+        return EvaluationSet(holdout.X, noisy, NOISY_COUNT, p, config.epsilon), event
     return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), randomized_response_event(p)
 
 

@@ -37,7 +37,11 @@ def simulate_machines(
 ) -> list[JobOutcome]:
     """Every machine's outcome of the main job (module docstring)."""
     crossings = randomize_all(
-        raws, config.keep_probability, config.seed, keep_oracle=config.oracle_output is not None
+        raws,
+        config.keep_probability,
+        config.seed,
+        keep_oracle=config.oracle_output is not None,
+        row_bound=config.row_bound,
     )
     admm = admm_config(config)
     cv, cv_traffic = None, []

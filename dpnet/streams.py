@@ -19,6 +19,8 @@ Seeded runs (``--seed S``, ``random_state=S``): every stream is a child of
     (0,)           rank 0's data stream: synthetic rows, the train/test split
     (j + 1,)       machine j's randomized response (a mechanism)
     (J + 1,)       the held-out rows' randomized response (a mechanism, rank 0)
+    (J + 1, 1)     the noise on the held-out rows' agreement count (a mechanism, rank 0,
+                   ``--privacy record``)
     (j + 1, 0)     machine j's cross-validation folds
     (j + 1, 1, t)  machine j's Gaussian noise on its round-t theta (a mechanism,
                    ``--privacy record``: one stream per draw)
@@ -56,6 +58,12 @@ def holdout_flip_stream(seed: int | None, n_machines: int) -> np.random.Generato
     """The held-out rows' randomized-response stream (rank 0): pass it straight to the
     mechanism."""
     return _stream(seed, n_machines + 1)
+
+
+def holdout_count_stream(seed: int | None, n_machines: int) -> np.random.Generator:
+    """The noise on the held-out rows' agreement count under record-level privacy (rank 0):
+    pass it straight to the mechanism."""
+    return _stream(seed, n_machines + 1, 1)
 
 
 def machine_fold_stream(seed: int | None, rank: int) -> np.random.Generator:

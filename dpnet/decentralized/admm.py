@@ -11,6 +11,7 @@ take the same stop decision in the same round.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
+from dpnet.decentralized.record import RecordNoise, private_theta_step
 from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
@@ -65,6 +67,7 @@ class ADMMConfig:
     tol: float = 1e-9
     max_coef_norm: float = 1e4
     progress_every: int = 0
+    record: RecordNoise | None = None  # record-level privacy: every theta sent is noisy
     fail_at: tuple[int, int] | None = None  # (rank, round): raise there (abort tests)
     stall_at: tuple[int, int] | None = None  # (rank, round): go silent there (deadline tests)
 
@@ -115,6 +118,14 @@ class MachineResult:
     startup_seconds: float | None = None  # the job's start to started_at (set by dpnet.run)
 
 
+def released_loss(
+    config: ADMMConfig, data: LocalData, theta: np.ndarray, withheld: float = 0.0
+) -> float:
+    """f_j(theta) for the stop statistics and the result, or ``withheld`` under record-level
+    privacy (the loss reads the rows; only noisy thetas may leave the machine)."""
+    return local_objective(data, theta) if config.record is None else withheld
+
+
 def balance_penalty(primal: float, dual: float, ratio: float, factor: float) -> float:
     """Residual balancing (Boyd et al. 2011, eq. 3.13): the factor to multiply c by.
 
@@ -137,8 +148,10 @@ def record_progress(
 ) -> ProgressRecord:
     """The network statistics of ``done_round`` as a history record (every round: the
     convergence plot reads them), shown every ``progress_every`` rounds; the round loop and
-    the batched simulator share it."""
-    record = ProgressRecord(done_round, float(complete[0]), float(complete[2]), float(complete[3]))
+    the batched simulator share it. Under record-level privacy the objective reads the rows,
+    so it is neither sent (:func:`released_loss`) nor recorded (NaN)."""
+    objective = float(complete[0]) if config.record is None else math.nan  # not released
+    record = ProgressRecord(done_round, objective, float(complete[2]), float(complete[3]))
     history.append(record)
     if (
         on_progress is not None
@@ -327,7 +340,9 @@ def run_machine(
         try:
             z_nbhd = with_own(z, comm.neighbour_exchange(z))
             z_in, z_out = relaxed(z, z_nbhd, theta, theta_nbhd, config.relaxation)
-            if config.theta_solver == "newton":
+            if config.record is not None:
+                theta = private_theta_step(config.record, data, z_in, v_in, theta, c, comm.rank, t)
+            elif config.theta_solver == "newton":
                 theta = theta_update_newton(data, z_in, v_in, theta, c)
             elif config.theta_solver == "majorized":
                 theta = majorized(z_in, v_in, theta, c)
@@ -352,7 +367,7 @@ def run_machine(
         norm = float(np.linalg.norm(theta))
         own = np.array(
             [
-                local_objective(data, theta)
+                released_loss(config, data, theta)
                 + group_penalty(theta[:-1], groups.grp_ptr, groups.grp_indices, groups.thresholds),
                 max(primal, dual) / max(1.0, norm),
                 primal,
@@ -382,7 +397,7 @@ def run_machine(
         z=z,
         rounds=rounds,
         stop_reason=stop_reason,
-        local_objective=local_objective(data, theta),
+        local_objective=released_loss(config, data, theta, math.nan),
         n_rows=len(data.y),
         traffic=comm.stats.as_dict(),
         total_seconds=total,

@@ -11,6 +11,7 @@ measured; times are the simulator's divided by J (a machine's share of one proce
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -18,7 +19,7 @@ import networkx as nx
 
 from dpnet import streams
 from dpnet.decentralized import boundary
-from dpnet.decentralized.admm import ADMMConfig, MachineResult, ProgressRecord
+from dpnet.decentralized.admm import ADMMConfig, MachineResult, ProgressRecord, released_loss
 from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.batched_cv import ExchangeCount
 from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
@@ -27,20 +28,31 @@ from dpnet.decentralized.machine import (
     MachineRelease,
     local_problem,
     machine_oracle,
+    theta_budget,
 )
-from dpnet.decentralized.steps import local_objective
 
 
 def randomize_all(
-    raws: Sequence[RawShard], keep_prob: float, seed: int | None, *, keep_oracle: bool = False
+    raws: Sequence[RawShard],
+    keep_prob: float,
+    seed: int | None,
+    *,
+    keep_oracle: bool = False,
+    row_bound: float | None = None,
 ) -> list[tuple[PrivateShard, LabelOracle | None]]:
-    """Every machine's crossing of the release boundary, each with its own stream."""
+    """Every machine's crossing of the release boundary, each with its own stream (rows
+    clipped to ``row_bound`` under record-level privacy)."""
     crossings = []
     for rank, raw in enumerate(raws):
         flips = streams.machine_flip_stream(seed, rank)  # for this machine's call alone
         crossings.append(
             boundary.cross_boundary(
-                raw, keep_prob, flips, f"machine {rank}", keep_oracle=keep_oracle
+                raw,
+                keep_prob,
+                flips,
+                f"machine {rank}",
+                keep_oracle=keep_oracle,
+                row_bound=row_bound,
             )
         )
         del flips
@@ -68,7 +80,7 @@ def fit_private_shards(
     count.add_rounds(fit.rounds, problems[0][0].n_features + 1)
     seconds = fit.seconds / n_machines
     cpu_seconds = (time.process_time() - cpu_started) / n_machines
-    outcomes = []
+    outcomes, budget = [], theta_budget(admm)
     for j, ((data, _), (_, label_oracle)) in enumerate(zip(problems, crossings, strict=True)):
         result = MachineResult(
             rank=j,
@@ -76,7 +88,7 @@ def fit_private_shards(
             z=fit.z[j],
             rounds=fit.rounds,
             stop_reason=fit.stop_reason,
-            local_objective=local_objective(data, fit.theta[j]),
+            local_objective=released_loss(admm, data, fit.theta[j], math.nan),
             n_rows=len(data.y),
             traffic=count.traffic(graph.degree(j)),
             total_seconds=seconds,
@@ -86,5 +98,5 @@ def fit_private_shards(
             history=fit.history,
         )
         oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
-        outcomes.append(MachineOutcome(MachineRelease(result, keep_prob), oracle))
+        outcomes.append(MachineOutcome(MachineRelease(result, keep_prob, budget), oracle))
     return outcomes

@@ -49,9 +49,10 @@ from dpnet.decentralized.admm import (
     record_progress,
     take_decision,
 )
+from dpnet.decentralized.record import CERTIFY_ATTEMPTS, RecordNoise, release_all
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
-from dpnet.errors import MachineFailure
+from dpnet.errors import MachineFailure, PrivacyError
 from dpnet.losses.margin import MarginLoss
 
 NEWTON_TOL = 1e-12
@@ -131,8 +132,12 @@ class StackedShards:
     XT: np.ndarray
     y: np.ndarray
     mask: np.ndarray | None
-    inv_n: float
+    n_total: int
     loss: MarginLoss
+
+    @property
+    def inv_n(self) -> float:
+        return 1.0 / self.n_total
 
     @classmethod
     def stack(cls, shards: Sequence[LocalData]) -> StackedShards:
@@ -152,7 +157,7 @@ class StackedShards:
         if min(sizes) < n_max:
             mask = (np.arange(n_max)[None, :] < np.array(sizes)[:, None]).astype(float)
         return cls(
-            X, np.ascontiguousarray(X.transpose(0, 2, 1)), y, mask, 1.0 / totals.pop(), losses.pop()
+            X, np.ascontiguousarray(X.transpose(0, 2, 1)), y, mask, totals.pop(), losses.pop()
         )
 
     def loss_sum(self, idx: np.ndarray | slice, theta: np.ndarray) -> np.ndarray:
@@ -283,6 +288,43 @@ def theta_update_newton_batched(
     return theta
 
 
+def theta_gradient_batched(
+    data: StackedShards, center: np.ndarray, rho: np.ndarray, theta: np.ndarray
+) -> np.ndarray:
+    """Every machine's gradient of its theta step's objective at theta (rows), as
+    :func:`dpnet.decentralized.steps.theta_gradient` (padded rows have zero features)."""
+    margin = data.y * _matvec(data.X, theta)
+    return _matvec(data.XT, data.inv_n * data.y * data.loss.derivative(margin)) + rho[:, None] * (
+        theta - center
+    )
+
+
+def private_thetas_batched(
+    noise: RecordNoise,
+    data: StackedShards,
+    center: np.ndarray,
+    rho: np.ndarray,
+    theta_prev: np.ndarray,
+    round_: int,
+) -> np.ndarray:
+    """:func:`dpnet.decentralized.record.private_theta_step` for every machine: the Newton
+    step to the gradient norm tau (checked), then each machine's own release."""
+    lipschitz = data.loss.lipschitz_bound
+    tol = noise.solve_tol(data.n_total, lipschitz)
+    theta = theta_prev
+    for _ in range(CERTIFY_ATTEMPTS):
+        theta = theta_update_newton_batched(data, center, rho, theta, tol=tol)
+        unsolved = np.linalg.norm(theta_gradient_batched(data, center, rho, theta), axis=1) > tol
+        if not unsolved.any():
+            break
+    else:
+        raise PrivacyError(
+            f"machine {int(np.flatnonzero(unsolved)[0])}: the theta step of round {round_} did "
+            f"not reach the gradient norm {tol:.3g} its sensitivity bound needs"
+        )
+    return release_all(noise, theta, rho, noise.numerator(data.n_total, lipschitz), round_)
+
+
 def _residuals(
     z: np.ndarray, z_prev: np.ndarray, theta: np.ndarray, c: float, edges: EdgeIndex
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -379,15 +421,17 @@ def run_batched(
             if a != 1.0:
                 z_edge = a * z_edge + (1.0 - a) * theta[edges.col]
             center = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
-            theta = theta_update_newton_batched(data, center, rho, theta)
+            if config.record is None:
+                theta = theta_update_newton_batched(data, center, rho, theta)
+            else:
+                theta = private_thetas_batched(config.record, data, center, rho, theta, t)
             V = V + c * (z_edge - theta[edges.col])  # a new array: ``warm`` keeps the last
 
             primal, dual = _residuals(z, z_prev, theta, c, edges)
             norm = np.linalg.norm(theta, axis=1)
-            objective = (
-                data.inv_n * data.loss_sum(slice(None), theta)
-                + group_norms_batched(theta[:, :-1], groups) @ groups.thresholds
-            )
+            objective = group_norms_batched(theta[:, :-1], groups) @ groups.thresholds
+            if config.record is None:  # the loss reads the rows: withheld (admm.released_loss)
+                objective = data.inv_n * data.loss_sum(slice(None), theta) + objective
             pending[t] = np.array(
                 [
                     objective.sum(),

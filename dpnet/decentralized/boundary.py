@@ -30,6 +30,8 @@ import numpy as np
 
 from dpnet.errors import PrivacyError
 from dpnet.privacy.binary_rr import flip_labels
+from dpnet.privacy.clipping import clip_rows_l2
+from dpnet.privacy.discrete import gaussian_release
 
 
 @dataclass(frozen=True)
@@ -73,11 +75,30 @@ def randomize_labels(
     label vector is turned into a releasable one (tests replace this function to hold the
     randomized labels fixed while changing raw ones). The release's event is
     :func:`dpnet.privacy.mechanisms.randomized_response_event` (keep_prob), recorded by rank 0
-    (:func:`dpnet.decentralized.machine.label_privacy_ledger`): the machines never import the
+    (:func:`dpnet.decentralized.machine.privacy_ledger`): the machines never import the
     accounting."""
     if y_raw.ndim != 1 or not np.all((y_raw == 1.0) | (y_raw == -1.0)):
         raise PrivacyError(f"{part}: randomized response needs labels in {{-1, +1}}")
     return flip_labels(y_raw, keep_prob=keep_prob, rng=rng)
+
+
+def release_theta(
+    theta: np.ndarray,
+    l2_sensitivity: float,
+    noise_multiplier: float,
+    rng: np.random.Generator,
+    rank: int,
+    round_: int,
+) -> np.ndarray:
+    """Record-level privacy: the one place a theta computed from a machine's rows is turned into
+    a releasable one, by the grid Gaussian release (:func:`dpnet.privacy.discrete.gaussian_release`)
+    with a stream made for this draw alone. ``rank`` and ``round_`` (public) name the release:
+    tests replace this function by one of them alone, to hold the released thetas fixed while
+    changing the rows. Its event, ``GaussianDpEvent(noise_multiplier)``
+    once per round, is recorded by rank 0 (:func:`dpnet.decentralized.machine.privacy_ledger`)."""
+    return gaussian_release(
+        theta, l2_sensitivity=l2_sensitivity, noise_multiplier=noise_multiplier, rng=rng
+    )
 
 
 def cross_boundary(
@@ -87,10 +108,16 @@ def cross_boundary(
     part: str,
     *,
     keep_oracle: bool = False,
+    row_bound: float | None = None,
 ) -> tuple[PrivateShard, LabelOracle | None]:
-    """The machine's randomized shard and (only if asked) the oracle."""
+    """The machine's randomized shard and (only if asked) the oracle; with ``row_bound`` R
+    (record-level privacy) every row scaled to ||x|| <= R: a map of each record alone, with a
+    public bound, so the sensitivity of :mod:`dpnet.decentralized.record` holds. Under record
+    privacy the shard's rows are not public: only :func:`release_theta` lets what the theta
+    step computes from them out."""
     noisy = randomize_labels(raw.y_raw, keep_prob, rng, part)
-    private = PrivateShard(raw.X, noisy, raw.n_total, raw.group_labels, raw.group_weights)
+    X = raw.X if row_bound is None else clip_rows_l2(raw.X, row_bound)
+    private = PrivateShard(X, noisy, raw.n_total, raw.group_labels, raw.group_weights)
     oracle = LabelOracle(raw.y_raw, noisy) if keep_oracle else None
     return private, oracle
 

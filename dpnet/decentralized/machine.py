@@ -4,7 +4,8 @@
 machine's own labels (randomized response with a stream used for it alone,
 :mod:`dpnet.streams`), then ``fit_private_shard`` (also the main job's, ``dpnet.job``): build
 its ADMM data from the randomized labels and run the round loop.
-``label_privacy_ledger``: the run's ledger from the machines' randomized-response releases.
+``privacy_ledger``: the run's ledger from the machines' releases (randomized response on labels,
+and under record-level privacy the Gaussian releases of every round's theta).
 """
 
 from __future__ import annotations
@@ -36,7 +37,20 @@ if TYPE_CHECKING:  # the accounting is imported where the ledger is built (rank 
 
 RR_RELATION = "replace_one"
 RR_PROTECTS = "labels"
+RECORD_RELATION = "replace_one"  # both relations replace one row: the ledger composes them
+RECORD_PROTECTS = "records (features and label)"
+RECORD_GUARANTEE = "(epsilon, delta)-DP against every other machine, colluding or not"
 HOLDOUT_PART = "held-out rows"
+
+
+@dataclass(frozen=True)
+class ThetaBudget:
+    """Record-level privacy of a machine's messages: every round's theta released with noise
+    multiplier ``noise_multiplier``, the budget spread over ``rounds`` rounds (a run that stops
+    earlier is post-processing of one that ran them all)."""
+
+    noise_multiplier: float
+    rounds: int
 
 
 @dataclass
@@ -44,7 +58,8 @@ class MachineRelease:
     """What a machine sends to rank 0 at the end: computed from its PrivateShard only."""
 
     result: MachineResult
-    keep_prob: float  # of its randomized response: the ledger's event (label_privacy_ledger)
+    keep_prob: float  # of its randomized response: the ledger's event (privacy_ledger)
+    theta_budget: ThetaBudget | None = None  # record-level privacy: its theta releases
 
 
 @dataclass
@@ -130,7 +145,14 @@ def fit_private_shard(
         on_round=on_round,
     )
     oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
-    return MachineOutcome(MachineRelease(result, keep_prob), oracle)
+    return MachineOutcome(MachineRelease(result, keep_prob, theta_budget(admm)), oracle)
+
+
+def theta_budget(admm: ADMMConfig) -> ThetaBudget | None:
+    """The record-level releases ``admm`` makes a machine send (None: label privacy)."""
+    if admm.record is None:
+        return None
+    return ThetaBudget(admm.record.noise_multiplier, admm.max_rounds)
 
 
 def machine_oracle(
@@ -147,24 +169,45 @@ def consensus_model(releases: list[MachineRelease]) -> tuple[np.ndarray, float]:
     return consensus[:-1], float(consensus[-1])
 
 
-def label_privacy_ledger(
-    releases: list[MachineRelease], holdout_event: dp_event.DpEvent | None = None
+def privacy_ledger(
+    releases: list[MachineRelease],
+    holdout_event: dp_event.DpEvent | None = None,
+    holdout_count_event: dp_event.DpEvent | None = None,
+    delta: float | None = None,
 ) -> PrivacyLedger:
-    """One randomized-response release per machine, plus one for held-out rows (if any):
-    disjoint rows, so parallel composition gives the run epsilon, not (J + 1) epsilon."""
+    """Per machine: its randomized response on labels (label privacy, or record privacy with
+    --keep-prob) and its theta releases (record privacy, ``rounds`` Gaussian releases); then
+    the held-out rows' releases: randomized response on their labels, and under record privacy
+    the noisy count that scores the model on them. Disjoint rows, so parallel composition
+    gives the worst part's cost, not the sum over machines."""
+    from dp_accounting import dp_event
+
     from dpnet.privacy.ledger import PrivacyLedger  # rank 0 only: machines skip the import
     from dpnet.privacy.mechanisms import randomized_response_event
 
-    ledger = PrivacyLedger()
+    ledger = PrivacyLedger(delta=delta)
     for j, r in enumerate(releases):
-        ledger.record(
-            randomized_response_event(r.keep_prob),
-            label=f"randomized response on machine {j}'s labels",
-            relation=RR_RELATION,
-            protects=RR_PROTECTS,
-            machine=j,
-            guarantee="epsilon-label-DP",
-        )
+        if r.theta_budget is None or r.keep_prob < 1.0:
+            ledger.record(
+                randomized_response_event(r.keep_prob),
+                label=f"randomized response on machine {j}'s labels",
+                relation=RR_RELATION,
+                protects=RR_PROTECTS,
+                machine=j,
+                guarantee="epsilon-label-DP",
+            )
+        if r.theta_budget is not None:
+            budget = r.theta_budget
+            ledger.record(
+                dp_event.SelfComposedDpEvent(
+                    dp_event.GaussianDpEvent(budget.noise_multiplier), budget.rounds
+                ),
+                label=f"Gaussian noise on machine {j}'s theta in each of {budget.rounds} rounds",
+                relation=RECORD_RELATION,
+                protects=RECORD_PROTECTS,
+                machine=j,
+                guarantee=RECORD_GUARANTEE,
+            )
     if holdout_event is not None:
         ledger.record(
             holdout_event,
@@ -173,5 +216,14 @@ def label_privacy_ledger(
             protects=RR_PROTECTS,
             machine=HOLDOUT_PART,
             guarantee="epsilon-label-DP",
+        )
+    if holdout_count_event is not None:
+        ledger.record(
+            holdout_count_event,
+            label="the held-out rows' agreement count with the model, discrete Laplace (rank 0)",
+            relation=RECORD_RELATION,
+            protects=RECORD_PROTECTS,
+            machine=HOLDOUT_PART,
+            guarantee="epsilon-DP",
         )
     return ledger

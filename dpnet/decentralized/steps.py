@@ -86,6 +86,15 @@ def _prox_center(z_nbhd: np.ndarray, v_in: np.ndarray, c: float) -> np.ndarray:
     return (z_nbhd + v_in / c).mean(axis=0)
 
 
+def theta_gradient(
+    data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray, theta: np.ndarray, c: float
+) -> np.ndarray:
+    """Gradient of the theta step's objective f_j(theta) + (c d_j/2) ||theta - m_j||^2."""
+    rho, m = c * z_nbhd.shape[0], _prox_center(z_nbhd, v_in, c)
+    margin = data.y * (data.X_aug @ theta)
+    return data.X_aug.T @ (data.y * data.loss.derivative(margin) / data.n_total) + rho * (theta - m)
+
+
 NewtonSystem = Literal["dense", "woodbury"]
 
 
