@@ -29,6 +29,7 @@ from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.surfaces import INPUT_PATH_OPTIONS, NON_PATH_OPTIONS, SURFACES, active_surfaces
 from tests.launch import Completed, run_job
 from tests.varied_randomness import (
+    FIXED_THETAS_VARIABLE,
     HOLDOUT,
     KEY_VARIABLE,
     MESSAGES_VARIABLE,
@@ -94,10 +95,14 @@ class Finished:
     config: RunConfig
 
 
-def _run(workdir: Path, args: list[str], key: int, n_ranks: int | None) -> Finished:
+def _run(
+    workdir: Path, args: list[str], key: int, n_ranks: int | None, fixed_thetas: bool = False
+) -> Finished:
     messages = workdir / f"messages-{len(list(workdir.glob('messages-*')))}"
     messages.mkdir()
     env = {KEY_VARIABLE: str(key), MESSAGES_VARIABLE: str(messages)}
+    if fixed_thetas:
+        env[FIXED_THETAS_VARIABLE] = "1"
     done = run_job(
         args, n_ranks=n_ranks, module="tests.varied_randomness", cwd=workdir, env=env, timeout=240
     )
@@ -208,3 +213,48 @@ def test_raw_labels_and_uniforms_change_nothing_released(tmp_path, backend, layo
             f"{name} depends on the raw labels or uniforms"
         )
     assert oracles[0] != oracles[1], "the oracle file should see the changed raw labels"
+
+
+RECORD = ["--privacy", "record", "--epsilon", "1", "--row-bound", "3", "--machines", str(J)]
+RECORD += ["--keep-prob", str(KEEP), "--data", "part-{rank}.npz", "--test-data", "test.npz"]
+RECORD += ["--output", "r.json", "--plot", "conv.png", "--oracle-output", "oracle.json"]
+RECORD += ["--progress-every", "10", "--max-rounds", "30"]
+
+
+def _write_record_inputs(workdir: Path, key: int) -> np.ndarray:
+    """Every machine's own file: features that differ between the keys in every row, raw
+    labels that the key's randomized response turns into the same targets; one public test
+    file, the same for both keys. No --seed: the noise streams draw OS entropy."""
+    X, groups, target = _features()
+    X = X + np.random.default_rng(100 + key).standard_normal(X.shape)
+    workdir.mkdir()
+    raw = np.empty(N)
+    for j, rows in enumerate(split_rows(N, J)):
+        raw[rows] = raw_labels_for(target[rows], key, j, KEEP)
+        np.savez(workdir / f"part-{j}.npz", X=X[rows], y=raw[rows], groups=groups)
+    test_X, _, test_y = _features()
+    np.savez(workdir / "test.npz", X=test_X, y=test_y, groups=groups)
+    return X
+
+
+@pytest.mark.mpi_launch
+@pytest.mark.parametrize("backend", ["threads", "mpiexec", "simulated"])
+def test_raw_records_and_noise_change_nothing_released(tmp_path, backend):
+    """--privacy record: the released thetas held fixed (every machine's, every round's), the
+    raw records (every feature, every raw label), the randomized-response uniforms and the
+    Gaussian noise streams varied: every released surface is byte-identical. The oracle file,
+    which reads the raw rows, differs."""
+    n_ranks = J if backend == "mpiexec" else None
+    args = [*RECORD, *(["--backend", "simulated"] if backend == "simulated" else [])]
+    released, oracles, features = [], [], []
+    for key in KEYS:
+        workdir = tmp_path / f"key-{key}"
+        features.append(_write_record_inputs(workdir, key))
+        finished = _run(workdir, args, key, n_ranks, fixed_thetas=True)
+        released.append(_released(finished))
+        oracles.append((workdir / "oracle.json").read_bytes())
+        assert not _files_outside_the_inventory(workdir, [args]) - {"test.npz"}
+    assert np.all(features[0] != features[1]), "every raw feature should differ"
+    for name in released[0]:
+        assert released[0][name] == released[1][name], f"{name} depends on the raw records"
+    assert oracles[0] != oracles[1], "the oracle file should see the changed raw records"

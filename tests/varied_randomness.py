@@ -8,6 +8,9 @@ mechanism, the real streams module, the real output code) except that
   ``DPNET_TEST_FLIP_KEY``: the test knows every uniform the mechanism draws, so it can choose
   raw labels for which the real mechanism yields the randomized labels it wants
   (:func:`raw_labels_for`);
+- with ``DPNET_TEST_FIXED_THETAS`` set (``--privacy record``), every released theta is
+  :func:`fixed_theta` of its machine and round, whatever the rows and the noise stream: the
+  released values held fixed while the raw records change;
 - every clock reads 0 (timings are the only part of a release that is not reproducible);
 - every message a machine sends is hashed, by surface of :data:`dpnet.surfaces.SURFACES`
   ("neighbour messages"; "final gather", without the oracle part, which is a surface of its
@@ -32,12 +35,22 @@ from pathlib import Path
 import numpy as np
 
 from dpnet import run, streams
+from dpnet.decentralized import boundary
 from dpnet.network import inprocess
 from dpnet.privacy.binary_rr import flip_labels
 
 HOLDOUT = -1  # the part number of the held-out rows; machines are 0..J-1
 KEY_VARIABLE = "DPNET_TEST_FLIP_KEY"
 MESSAGES_VARIABLE = "DPNET_TEST_MESSAGES"
+FIXED_THETAS_VARIABLE = "DPNET_TEST_FIXED_THETAS"
+
+
+def fixed_theta(
+    theta: np.ndarray, l2_sensitivity: float, noise_multiplier: float, rng, rank: int, round_: int
+) -> np.ndarray:
+    """A released theta that depends on (rank, round) alone: the stand-in of
+    :func:`dpnet.decentralized.boundary.release_theta` with the releases held fixed."""
+    return np.random.default_rng([rank, round_]).normal(0.0, 0.1, theta.shape)
 
 
 def flip_stream(key: int, part: int) -> np.random.Generator:
@@ -96,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     key = int(os.environ[KEY_VARIABLE])
     streams.machine_flip_stream = lambda seed, rank: flip_stream(key, rank)
     streams.holdout_flip_stream = lambda seed, n_machines: flip_stream(key, HOLDOUT)
+    if os.environ.get(FIXED_THETAS_VARIABLE):
+        boundary.release_theta = fixed_theta
     _hash_messages(inprocess.InProcessCommunicator)
     if "OMPI_COMM_WORLD_RANK" in os.environ or "PMI_RANK" in os.environ:
         from dpnet.network.mpi_comm import MPICommunicator
