@@ -1,7 +1,8 @@
 """The three backends run one job: with the same options and seed, the simulated backend's
 results file (and oracle file) equals the threads backend's and the MPI backend's, to 1e-12 in
 every number that is not a clock reading: coefficients, rounds, stop reason, history, the
-CV curve, the ledger, every machine's message and byte counts."""
+CV curve, the ledger, every machine's message and byte counts; under --privacy record too
+(every machine draws the same noise from its own streams on every backend)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,15 @@ CASES = {
         "--topology", "paper5", "--seed", "4", "--epsilon", "1",
         "--cv", "3", "--n-lambdas", "4", "--max-rounds", "300",
     ],
+    "ring4-record": [
+        "--topology", "ring", "--machines", "4", "--seed", "5", "--privacy", "record",
+        "--epsilon", "2", "--row-bound", "6", "--max-rounds", "40",
+    ],
+    "star6-record-rr-unequal": [
+        "--topology", "star", "--machines", "6", "--seed", "6", "--privacy", "record",
+        "--epsilon", "4", "--row-bound", "5", "--keep-prob", "0.8", "--loss", "unbiased",
+        "--shard-sizes", "30,90,45,60,75,180", "--max-rounds", "30",
+    ],
 }  # fmt: skip
 
 
@@ -105,7 +115,7 @@ def test_simulated_equals_threads_on_per_machine_files(tmp_path):
 
 
 @pytest.mark.mpi_launch
-@pytest.mark.parametrize("case", ["star6-eps1", "paper5-eps1-cv"])
+@pytest.mark.parametrize("case", ["star6-eps1", "paper5-eps1-cv", "star6-record-rr-unequal"])
 def test_simulated_equals_mpi(tmp_path, case):
     args = [*QUICK, *CASES[case]]
     n_ranks = 5 if case.startswith("paper5") else 6

@@ -72,6 +72,9 @@ def test_groups_not_covering_the_columns(capsys, tmp_path, good):
     assert "group" in msg
 
 
+RECORD = ["--privacy", "record", "--epsilon", "1"]
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
@@ -84,6 +87,15 @@ def test_groups_not_covering_the_columns(capsys, tmp_path, good):
         (["--baselines", "svm"], "svm"),
         (["--epsilon", "1", "--keep-prob", "0.7"], "either"),
         (["--no-such-option"], "no-such-option"),
+        (["--delta", "1e-6"], "--privacy record only"),
+        (["--row-bound", "2"], "--privacy record only"),
+        (["--privacy", "record", "--row-bound", "2"], "finite --epsilon"),
+        (["--privacy", "record", "--epsilon", "1"], "needs --row-bound"),
+        ([*RECORD, "--row-bound", "-1"], "--row-bound must be"),
+        ([*RECORD, "--row-bound", "2", "--delta", "1"], "--delta must lie"),
+        ([*RECORD, "--row-bound", "2", "--cv", "3"], "--cv does not apply"),
+        ([*RECORD, "--row-bound", "2", "--checkpoint", "ck", "--seed", "1"], "--checkpoint"),
+        ([*RECORD, "--row-bound", "2", "--theta-solver", "majorized"], "--theta-solver"),
     ],
 )
 def test_bad_options(capsys, argv, needle):
