@@ -173,13 +173,15 @@ class RunConfig:
     c: float | None = _opt(
         _ADMM.c,
         "initial ADMM penalty c (default: from the graph's Laplacian spectrum, "
-        "0.21 / (J sqrt(mu_2 mu_J)); docs/algorithms.md)",
+        "0.21 / (J sqrt(mu_2 mu_J)), docs/algorithms.md; under --privacy record times "
+        "clip(s/12, 1, 3), s the noise multiplier)",
         MODEL,
         type=float,
     )
     adapt_c: bool = _opt(
         _ADMM.adapt_c,
-        "keep c fixed (default: network-wide residual balancing)",
+        "keep c fixed (default: network-wide residual balancing; always fixed under --privacy "
+        "record, where the residuals are the noise's)",
         MODEL,
         flag="--no-adapt-c",
         action="store_false",

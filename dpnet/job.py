@@ -39,7 +39,7 @@ def admm_config(config: RunConfig) -> ADMMConfig:
     return ADMMConfig(
         lam=config.lam,
         c=config.c,
-        adapt_c=config.adapt_c,
+        adapt_c=config.adapt_c and config.privacy != "record",  # off: it chases the noise
         alpha_z=config.alpha_z,
         relaxation=config.relaxation,
         theta_solver=config.theta_solver,

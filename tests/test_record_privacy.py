@@ -18,7 +18,7 @@ from scipy import optimize, stats
 
 from dpnet.audit import audit_epsilon, extreme_rows, max_sensitivity, replace_one_pairs
 from dpnet.decentralized import batched, boundary
-from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.admm import ADMMConfig, initial_penalty
 from dpnet.decentralized.batched import StackedShards, run_batched, theta_update_newton_batched
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.record import RecordNoise, private_theta_step
@@ -322,3 +322,13 @@ def test_a_neighbours_membership_attack_stays_under_epsilon(monkeypatch) -> None
     print(f"attack's epsilon lower bounds: {results}")
     assert results[1.0] <= epsilon
     assert results[0.05] > epsilon
+
+
+def test_the_starting_penalty_grows_with_the_noise_up_to_three_times() -> None:
+    """Under record privacy c_0 is the spectral start times clip(s/12, 1, 3), s public."""
+    graph = nx.cycle_graph(8)
+    plain = initial_penalty(ADMMConfig(), graph)
+    for s, factor in ((6.0, 1.0), (24.0, 2.0), (60.0, 3.0)):
+        noisy = initial_penalty(ADMMConfig(record=RecordNoise(s, R)), graph)
+        assert noisy == pytest.approx(factor * plain, rel=5e-3)  # both rounded to 3 digits
+    assert initial_penalty(ADMMConfig(c=0.7, record=RecordNoise(60.0, R)), graph) == 0.7

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from dpnet.decentralized.record import RecordNoise, private_theta_step
+from dpnet.decentralized.record import RecordNoise, penalty_factor, private_theta_step
 from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
@@ -255,19 +255,24 @@ def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
     ~ 1 / sqrt(mu_2 mu_J) times the local losses' curvature, which is ~1/J of the
     objective's (each f_j carries 1/n over n/J rows). On a complete graph (mu_2 = mu_J = J)
     this is kappa / J^2, the degree rule kappa / (J + 2|E|); on a ring of 256 it is 61x that
-    rule. Rounded to three significant digits: machines whose eigensolvers differ in the last
-    bits (other hosts' LAPACK) still get the same float unless it sits on a rounding boundary.
+    rule. Under record privacy kappa is multiplied by
+    :func:`dpnet.decentralized.record.penalty_factor` of the noise multiplier (public).
+    Rounded to three significant digits: machines whose eigensolvers differ in the last bits
+    (other hosts' LAPACK) still get the same float unless it sits on a rounding boundary.
     docs/algorithms.md has the derivation and the measurements.
     """
     if config.c is not None:
         return config.c
+    kappa = PENALTY_SCALE
+    if config.record is not None:  # record privacy: less noise for a larger c
+        kappa *= penalty_factor(config.record.noise_multiplier)
     n_nodes = graph.number_of_nodes()
     if n_nodes == 1:
-        return PENALTY_SCALE
+        return float(f"{kappa:.3g}")
     mu_2, mu_max = laplacian_extremes(graph)
     if mu_2 <= 1e-10 * mu_max:
         raise ValueError("the machine graph is not connected (algebraic connectivity 0)")
-    return float(f"{PENALTY_SCALE / (n_nodes * np.sqrt(mu_2 * mu_max)):.3g}")
+    return float(f"{kappa / (n_nodes * np.sqrt(mu_2 * mu_max)):.3g}")
 
 
 def initial_state(comm: Communicator, dim: int, config: ADMMConfig, graph: nx.Graph) -> LoopState:
