@@ -97,7 +97,9 @@ def finish(
         print("\n".join(summary_lines(report)), flush=True)
         if config.output:
             print(f"  results written to {config.output}", flush=True)
-    if report["stop_reason"] in STOP_WARNINGS:  # also with --quiet
+    budgeted = config.privacy == "record" and report["stop_reason"] == "max_rounds"
+    if report["stop_reason"] in STOP_WARNINGS and not budgeted:  # also with --quiet
+        # (under --privacy record the noise keeps the residuals up: the rounds are the budget)
         print(
             f"dpnet: warning: stop {report['stop_reason']}: {STOP_WARNINGS[report['stop_reason']]}",
             file=sys.stderr,
