@@ -11,6 +11,8 @@ from dpnet import __version__
 from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
+from dpnet.decentralized.record import DEFAULT_DELTA
+from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
 from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
@@ -48,8 +50,6 @@ def _opt(default: Any, help: str, group: str, **argparse_kw: Any) -> Any:
 BACKENDS = ("auto", "mpi", "threads", "simulated")
 
 PRIVACY_MODES = ("label", "record")
-DEFAULT_DELTA = 1e-5  # --privacy record
-DEFAULT_RECORD_ROUNDS = 100  # --privacy record: the rounds the budget is spread over
 
 NET, PRIV, MODEL, DATA, RUN = (
     "network",

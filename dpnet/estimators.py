@@ -21,10 +21,12 @@ from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.machine import (
+    RECORD_GUARANTEE,
     consensus_model,
     privacy_ledger,
     run_private_machine,
 )
+from dpnet.decentralized.record import DEFAULT_DELTA, DEFAULT_ROUNDS, RecordNoise
 from dpnet.errors import ConfigError
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import (
@@ -35,6 +37,7 @@ from dpnet.network.topology import (
 )
 from dpnet.penalties.group import group_penalty, groups_from_labels
 from dpnet.privacy.binary_rr import keep_prob_from_epsilon
+from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
 _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 SELECT_RTOL = 1e-6
@@ -51,9 +54,15 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     over the machines; ``backend="simulated"``: all machines as arrays in this process,
     ``"threads"``: one thread each with real messages, the same fit to ~1e-12 and many times
     slower; ``"auto"``: simulated for the Newton theta step, which is all it runs, threads
-    for the others; ``backend_`` says which ran). Every machine first applies randomized response
-    with budget ``epsilon`` to its own labels: epsilon-label-DP under replacing one label
-    (features are not protected), by parallel composition over the disjoint shards.
+    for the others; ``backend_`` says which ran).
+
+    ``privacy="label"`` (default): every machine first applies randomized response with budget
+    ``epsilon`` to its own labels: epsilon-label-DP under replacing one label (features are not
+    protected), by parallel composition over the disjoint shards. ``privacy="record"``: every
+    theta a machine sends is a Gaussian release, rows scaled to norm <= ``row_bound`` (a public
+    bound, required), the noise calibrated so that the ``max_rounds`` rounds (default 100) compose
+    to exactly (``epsilon``, ``delta``): record-level DP (features and label) against every
+    other machine (:mod:`dpnet.decentralized.record`, docs/privacy.md).
 
     ``classes``: the two label values, (negative, positive). Label-DP needs them public:
     give them, and a training set holding one class only is fitted like any other. With
@@ -64,8 +73,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
 
     Learned: ``classes_``, ``backend_``, ``n_features_in_``, ``coef_``, ``intercept_``,
     ``machine_coefs_`` ((J, p+1): each machine's Z), ``n_iter_`` (rounds), ``stop_reason_``,
-    ``selected_groups_``, ``objective_`` (on the randomized labels), ``privacy_`` (epsilon,
-    keep probability, the ledger), ``traffic_`` (bytes per message, per machine and round).
+    ``selected_groups_``, ``objective_`` (on the randomized labels; NaN under record privacy:
+    not released), ``privacy_`` (the budget, the ledger), ``traffic_`` (bytes per message, per
+    machine and round).
     """
 
     def __init__(
@@ -73,6 +83,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         lam: float = _ADMM.lam,
         *,
         epsilon: float = math.inf,
+        privacy: str = "label",
+        delta: float = DEFAULT_DELTA,
+        row_bound: float | None = None,
         classes: tuple[Any, Any] | None = None,
         topology: str = DEFAULT_TOPOLOGY,
         n_machines: int = DEFAULT_MACHINES,
@@ -81,13 +94,16 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         c: float | None = _ADMM.c,
         adapt_c: bool = _ADMM.adapt_c,
         tol: float = _ADMM.tol,
-        max_rounds: int = _ADMM.max_rounds,
+        max_rounds: int | None = None,
         theta_solver: str = _ADMM.theta_solver,
         backend: str = "auto",
         random_state: int | None = None,
     ) -> None:
         self.lam = lam
         self.epsilon = epsilon
+        self.privacy = privacy
+        self.delta = delta
+        self.row_bound = row_bound
         self.classes = classes
         self.topology = topology
         self.n_machines = n_machines
@@ -110,7 +126,32 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     def _keep_prob(self) -> float:
         if not self.epsilon > 0:
             raise ConfigError(f"epsilon must be > 0 (inf for no privacy), got {self.epsilon}")
-        return 1.0 if math.isinf(self.epsilon) else keep_prob_from_epsilon(self.epsilon)
+        if self.privacy == "record" or math.isinf(self.epsilon):
+            return 1.0
+        return keep_prob_from_epsilon(self.epsilon)
+
+    def _record_noise(self, rounds: int, seed: int | None) -> RecordNoise | None:
+        """privacy="record": the theta noise for (epsilon, delta) over ``rounds``; None for
+        label privacy (ValueError on what the record mode cannot take)."""
+        if self.privacy not in ("label", "record"):
+            raise ValueError(f"privacy must be 'label' or 'record', got {self.privacy!r}")
+        if self.privacy == "label":
+            if self.row_bound is not None:
+                raise ValueError("row_bound applies to privacy='record' only")
+            return None
+        if not 0 < self.epsilon < math.inf:
+            raise ValueError(f"privacy='record' needs a finite epsilon > 0, got {self.epsilon}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
+        if self.row_bound is None or not 0 < self.row_bound < math.inf:
+            raise ValueError(
+                "privacy='record' needs row_bound: a public bound on every row's L2 norm "
+                f"(longer rows are scaled to it), got {self.row_bound}"
+            )
+        if self.theta_solver != "newton":
+            raise ValueError("privacy='record' needs theta_solver='newton' (the certified step)")
+        multiplier = composed_gaussian_multiplier(self.epsilon, self.delta, rounds)
+        return RecordNoise(multiplier, self.row_bound, seed)
 
     def _labels_pm1(self, y: np.ndarray) -> np.ndarray:
         check_classification_targets(y)
@@ -153,13 +194,18 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         keep_prob = self._keep_prob()
         if self.loss not in ("logistic", "unbiased"):
             raise ValueError(f"loss must be 'logistic' or 'unbiased', got {self.loss!r}")
+        seed = streams.check_seed(self.random_state, "random_state")
+        record = self.privacy == "record"
+        rounds = self.max_rounds or (DEFAULT_ROUNDS if record else _ADMM.max_rounds)
+        noise = self._record_noise(rounds, seed)
         admm = ADMMConfig(
             lam=self.lam,
             c=self.c,
-            adapt_c=self.adapt_c,
+            adapt_c=self.adapt_c and noise is None,  # residual balancing chases the noise
             tol=self.tol,
-            max_rounds=self.max_rounds,
+            max_rounds=rounds,
             theta_solver=self.theta_solver,
+            record=noise,
         )
         if self.backend not in ESTIMATOR_BACKENDS:
             raise ValueError(f"backend must be one of {ESTIMATOR_BACKENDS}, got {self.backend!r}")
@@ -181,10 +227,11 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             RawShard(np.ascontiguousarray(X[idx]), y_pm1[idx], X.shape[0], group_labels, weights)
             for idx in split_rows(X.shape[0], self.n_machines)
         ]
-        seed = streams.check_seed(self.random_state, "random_state")
         if self.backend_ == "simulated":
             outcomes = fit_private_shards(
-                randomize_all(shards, keep_prob, seed),
+                randomize_all(
+                    shards, keep_prob, seed, row_bound=self.row_bound if record else None
+                ),
                 keep_prob=keep_prob,
                 loss=self.loss,
                 admm=admm,
@@ -201,6 +248,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
                     admm=admm,
                     graph=graph,
                     rng=streams.machine_flip_stream(seed, comm.rank),
+                    row_bound=self.row_bound if record else None,
                 ),
             )
         releases = [o.release for o in outcomes]
@@ -225,7 +273,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             "bytes_per_machine_per_round": float(np.mean([t["bytes_sent"] for t in traffic]))
             / max(1, self.n_iter_),
         }
-        ledger = privacy_ledger(releases)
+        ledger = privacy_ledger(releases, delta=self.delta if record else None)
         self.privacy_ = {
             "epsilon": None if keep_prob == 1.0 else math.log(keep_prob / (1 - keep_prob)),
             "keep_prob": keep_prob,
@@ -234,6 +282,15 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             "classes_public": self.classes is not None,
             "ledger": ledger.to_dict(),
         }
+        if noise is not None:
+            self.privacy_ |= {
+                "epsilon": self.epsilon,
+                "delta": self.delta,
+                "rounds_budget": rounds,
+                "noise_multiplier": noise.noise_multiplier,
+                "row_bound": self.row_bound,
+                "guarantee": f"{RECORD_GUARANTEE}, per machine (replace one record)",
+            }
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:

@@ -8,7 +8,9 @@ fail (a RunConfig path option that is neither a surface nor an input is refused 
 tests/test_release_invariance.py::test_every_path_option_is_classified).
 
 ``released``: inside the release boundary, i.e. a function of public inputs (features, public
-parameters and files, the graph) and the randomized labels only. The surfaces outside it are
+parameters and files, the graph) and the randomized labels only; under ``--privacy record`` of
+public inputs (not the features) and the noisy thetas (tests/test_release_invariance.py holds
+those fixed instead). The surfaces outside it are
 the oracle (raw-label diagnostics a simulation asks for) and rank 0's delivery of raw rows in a
 simulation (it stands for every machine reading its own; with ``--data 'part-{rank}.npz'``
 nothing is sent).

@@ -332,3 +332,33 @@ def test_the_starting_penalty_grows_with_the_noise_up_to_three_times() -> None:
         noisy = initial_penalty(ADMMConfig(record=RecordNoise(s, R)), graph)
         assert noisy == pytest.approx(factor * plain, rel=5e-3)  # both rounded to 3 digits
     assert initial_penalty(ADMMConfig(c=0.7, record=RecordNoise(60.0, R)), graph) == 0.7
+
+
+def test_the_estimator_is_record_private_on_both_backends() -> None:
+    """privacy='record' from Python: the same noisy fit on the simulator and on threads (each
+    machine's own streams), 100 rounds by default, the budget in privacy_ and the ledger, the
+    objective withheld; and it refuses what the mode cannot take."""
+    from dpnet.data.synthetic import make_group_logistic
+    from dpnet.estimators import DecentralizedGroupLassoLogistic
+
+    data = make_group_logistic(6000, n_groups=6, rng=np.random.default_rng(11))
+    params = dict(privacy="record", epsilon=2.0, row_bound=6.0, n_machines=4, random_state=3)
+    fits = {
+        b: DecentralizedGroupLassoLogistic(0.02, backend=b, **params).fit(data.X, data.y)
+        for b in ("simulated", "threads")
+    }
+    sim, thr = fits["simulated"], fits["threads"]
+    assert sim.n_iter_ == thr.n_iter_ == 100
+    assert np.abs(sim.coef_ - thr.coef_).max() <= 1e-12
+    assert sim.privacy_["rounds_budget"] == 100 and sim.privacy_["delta"] == 1e-5
+    assert sim.privacy_["ledger"]["total"]["pld_epsilon"] == pytest.approx(2.0, abs=2e-3)
+    assert math.isnan(sim.objective_)
+    plain = DecentralizedGroupLassoLogistic(0.02, n_machines=4).fit(data.X, data.y)
+    loose = DecentralizedGroupLassoLogistic(0.02, **{**params, "epsilon": 32.0})
+    # rows clipped to 6 (median norm 6.2): at epsilon 32 the noise is small, the clip remains
+    assert loose.fit(data.X, data.y).score(data.X, data.y) > plain.score(data.X, data.y) - 0.01
+    assert sim.score(data.X, data.y) > 0.7
+    with pytest.raises(ValueError, match="row_bound"):
+        DecentralizedGroupLassoLogistic(privacy="record", epsilon=1.0).fit(data.X, data.y)
+    with pytest.raises(ValueError, match="row_bound applies"):
+        DecentralizedGroupLassoLogistic(row_bound=1.0).fit(data.X, data.y)

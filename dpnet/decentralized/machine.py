@@ -100,10 +100,12 @@ def run_private_machine(
     rng: np.random.Generator,
     keep_oracle: bool = False,
     on_progress: Callable[[ProgressRecord], None] | None = None,
+    row_bound: float | None = None,
 ) -> MachineOutcome:
-    """Randomized response on this machine's labels (its ``rng``), then the ADMM rounds."""
+    """Randomized response on this machine's labels (its ``rng``; rows clipped to
+    ``row_bound`` under record privacy), then the ADMM rounds."""
     crossing = boundary.cross_boundary(
-        raw, keep_prob, rng, f"machine {comm.rank}", keep_oracle=keep_oracle
+        raw, keep_prob, rng, f"machine {comm.rank}", keep_oracle=keep_oracle, row_bound=row_bound
     )
     del raw  # nothing below may read the raw labels
     return fit_private_shard(

@@ -41,6 +41,8 @@ from dpnet.decentralized import boundary
 from dpnet.decentralized.steps import LocalData, theta_gradient, theta_update_newton
 from dpnet.errors import ConfigError, PrivacyError
 
+DEFAULT_ROUNDS = 100  # the rounds the budget is spread over (measured: penalty_factor)
+DEFAULT_DELTA = 1e-5
 SOLVE_FRACTION = 1e-6  # solver tolerance tau as a fraction of the exact sensitivity's numerator
 PENALTY_NOISE_SCALE = 12.0  # penalty_factor: s at which the start begins to grow with the noise
 PENALTY_FACTOR_MAX = 3.0
