@@ -210,22 +210,19 @@ def privacy_ledger(
                 machine=j,
                 guarantee=RECORD_GUARANTEE,
             )
-    if holdout_event is not None:
-        ledger.record(
-            holdout_event,
-            label="randomized response on the held-out rows' labels (rank 0)",
-            relation=RR_RELATION,
-            protects=RR_PROTECTS,
-            machine=HOLDOUT_PART,
-            guarantee="epsilon-label-DP",
-        )
-    if holdout_count_event is not None:
-        ledger.record(
-            holdout_count_event,
-            label="the held-out rows' agreement count with the model, discrete Laplace (rank 0)",
-            relation=RECORD_RELATION,
-            protects=RECORD_PROTECTS,
-            machine=HOLDOUT_PART,
-            guarantee="epsilon-DP",
-        )
+    holdout = (
+        (holdout_event, "randomized response on the held-out rows' labels (rank 0)", RR_PROTECTS),
+        (holdout_count_event, "the held-out rows' agreement count, discrete Laplace (rank 0)",
+         RECORD_PROTECTS),
+    )  # fmt: skip
+    for event, label, protects in holdout:
+        if event is not None:
+            ledger.record(
+                event,
+                label=label,
+                relation=RR_RELATION,  # = RECORD_RELATION: replace one row
+                protects=protects,
+                machine=HOLDOUT_PART,
+                guarantee="epsilon-label-DP" if protects == RR_PROTECTS else "epsilon-DP",
+            )
     return ledger

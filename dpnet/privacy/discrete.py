@@ -11,6 +11,7 @@ their events.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,6 +24,16 @@ def _finite_values(value: np.ndarray | float) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise PrivacyError("the value to privatise contains NaN or infinity")
     return arr
+
+
+def on_grid(
+    value: np.ndarray | float, sensitivity: float, grid: Callable[[float, int], float], name: str
+) -> tuple[np.ndarray, int, float]:
+    """(the finite values as an array, their count d >= 1, the grid step grid(sensitivity, d));
+    PrivacyError on NaN or inf, or when the sensitivity is too small for a grid step."""
+    arr = _finite_values(value)
+    dim = max(arr.size, 1)
+    return arr, dim, positive(f"grid step ({name} too small)", grid(sensitivity, dim))
 
 
 GRID_FRACTION = 2.0**-10  # grid step <= l1_sensitivity * 2^-10 / dim
@@ -156,9 +167,7 @@ def gaussian_release(
     sens = positive("l2_sensitivity", l2_sensitivity)
     mult = positive("noise_multiplier", noise_multiplier)
     check_rng(rng)
-    arr = _finite_values(value)
-    dim = max(arr.size, 1)
-    g = positive("grid step (l2_sensitivity too small)", gaussian_grid(sens, dim))
+    arr, dim, g = on_grid(value, sens, gaussian_grid, "l2_sensitivity")
     delta_z = sens / g + math.sqrt(dim)
     scale = math.sqrt(((mult * delta_z) ** 2 + SMOOTHING**2) * (1.0 + 2.0**-40))
     if scale > MAX_SCALE:

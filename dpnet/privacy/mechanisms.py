@@ -18,10 +18,10 @@ from dpnet.privacy.checks import check_rng, positive
 from dpnet.privacy.discrete import (
     _EXACT_INT,
     MAX_SCALE,
-    _finite_values,
     discrete_laplace,
     gaussian_release,
     laplace_grid,
+    on_grid,
 )
 from dpnet.privacy.events import PureDpEvent
 
@@ -60,9 +60,7 @@ def laplace_mechanism(
     sens = positive("l1_sensitivity", l1_sensitivity)
     eps = positive("epsilon", epsilon)
     check_rng(rng)
-    arr = _finite_values(value)
-    dim = max(arr.size, 1)
-    g = positive("grid step (l1_sensitivity too small)", laplace_grid(sens, dim))
+    arr, dim, g = on_grid(value, sens, laplace_grid, "l1_sensitivity")
     scale = (sens + dim * g) / (eps * g)
     if not scale <= MAX_SCALE:
         raise PrivacyError(
