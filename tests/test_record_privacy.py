@@ -362,3 +362,38 @@ def test_the_estimator_is_record_private_on_both_backends() -> None:
         DecentralizedGroupLassoLogistic(privacy="record", epsilon=1.0).fit(data.X, data.y)
     with pytest.raises(ValueError, match="row_bound applies"):
         DecentralizedGroupLassoLogistic(row_bound=1.0).fit(data.X, data.y)
+
+
+def test_the_results_file_of_a_record_private_run(tmp_path, capsys) -> None:
+    """What a --privacy record run writes and prints: the budget and the ledger (one Gaussian
+    entry per machine over the rounds of the budget, the held-out count), no objective
+    anywhere, the held-out accuracy from the noisy count, no max_rounds warning."""
+    import json
+
+    from dpnet.run import main
+
+    out = tmp_path / "r.json"
+    argv = ["--privacy", "record", "--epsilon", "1", "--row-bound", "6", "--machines", "3"]
+    argv += ["--seed", "2", "--max-rounds", "20", "--output", str(out), "--progress-every", "5"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    report = json.loads(out.read_text())
+    privacy = report["privacy"]
+    assert (privacy["epsilon_per_machine"], privacy["delta"], privacy["rounds_budget"]) == (
+        1.0,
+        1e-5,
+        20,
+    )
+    assert privacy["noise_multiplier"] == pytest.approx(composed_gaussian_multiplier(1, 1e-5, 20))
+    assert privacy["exact_delta_at_epsilon"] == pytest.approx(1e-5, rel=1e-6)
+    labels = [r["label"] for r in privacy["ledger"]["releases"]]
+    assert labels[:3] == [
+        f"Gaussian noise on machine {j}'s theta in each of 20 rounds" for j in range(3)
+    ]
+    assert "agreement count" in labels[3] and len(labels) == 4
+    assert privacy["ledger"]["total"]["pld_epsilon"] == pytest.approx(1.0, abs=2e-3)
+    assert report["objective"]["on_randomized_labels"] is None
+    assert all(h["objective"] is None for h in report["history"])
+    assert report["test_accuracy"]["source"] == "held-out private rows, noisy agreement count"
+    assert "objective not released" in captured.out and "record-level" in captured.out
+    assert "objective" not in captured.err and "warning" not in captured.err
