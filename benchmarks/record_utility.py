@@ -14,6 +14,7 @@ The objective gap is F(theta) - F* of the group-lasso logistic objective on the 
 method's coefficients. The test rows are a separate public file (a9a.t; MEMset's test split).
 
     python benchmarks/record_utility.py [--data-dir DIR] [--quick]
+    python benchmarks/record_utility.py --from-csv   # table and figure from the last CSV
 
 Writes benchmarks/out/record_utility.{csv,md,png} and prints the table.
 """
@@ -111,7 +112,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_dir_argument(parser)
     parser.add_argument("--quick", action="store_true", help="epsilon 1 and 4, one seed")
+    parser.add_argument(
+        "--from-csv", action="store_true", help="redo the table and the figure from the CSV"
+    )
     args = parser.parse_args()
+    if args.from_csv:
+        report(read_csv(OUT_DIR / "record_utility.csv"))
+        return
     data_dir = resolve_data_dir(args.data_dir)
     if data_dir is None:
         return
@@ -143,9 +150,26 @@ def main() -> None:
                         rows.append(_row(name, method, 1, epsilon, seed, theta, test, sec))
                         rows[-1]["objective_gap"] = objective(theta) - f_star
                     print(f"{name} epsilon {epsilon} seed {seed} done", flush=True)
-    summary = summarise(rows)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     write_csv(rows, OUT_DIR / "record_utility.csv")
+    report(rows)
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    import csv
+
+    with path.open() as fh:
+        rows: list[dict[str, Any]] = list(csv.DictReader(fh))
+    for row in rows:
+        for key in ("epsilon", "delta", "accuracy", "seconds", "objective_gap"):
+            row[key] = float(row[key])
+        row["J"], row["seed"] = int(row["J"]), int(row["seed"])
+    return rows
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    """The table (printed and written) and the figure of ``rows``."""
+    summary = summarise(rows)
     table = md_table(
         ["data", "method", "J", "epsilon", "accuracy", "objective gap", "seconds"],
         [
@@ -233,6 +257,10 @@ def plot(summary: list[dict[str, Any]], path: Path) -> None:
             axes[0, col].axhline(best[0]["accuracy"], color="k", ls="--", label="non-private")
         axes[0, col].set(title=f"{data}: test accuracy (delta = 1e-5)", xlabel="epsilon")
         axes[1, col].set(title=f"{data}: objective gap F - F*", xlabel="epsilon")
+        ticks = sorted({s["epsilon"] for s in part if math.isfinite(s["epsilon"])})
+        for ax in axes[:, col]:
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            ax.minorticks_off()
         axes[0, col].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

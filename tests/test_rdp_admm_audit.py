@@ -1,9 +1,11 @@
 """Audit of each method's release by dpnet.audit (Monte Carlo lower bound on epsilon).
 
-Each estimator is run end to end for a single release on a tiny 1-D problem whose neighbours
+Each estimator's ``fit`` is run for a single release on a tiny 1-D problem whose neighbours
 attain the stated sensitivity (rows s = 1, one label flipped, clip C = 1/2 = |l'(0)|):
 the audit's lower bound must stay below the epsilon the estimator reports, and the same
-estimator with half the noise must be caught exceeding it."""
+estimator with half the noise must be caught exceeding it. scikit-learn's input validation,
+three quarters of a fit's time on these inputs and no part of the release, is replaced by
+its result for them (checked equal in :func:`test_the_validation_stand_in_is_exact`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from dpnet.baselines.rdp_admm import (
     MPADMMClassifier,
     SSADMMClassifier,
 )
+from dpnet.baselines.rdp_admm.common import DPLinearClassifier
 
 pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job
 
@@ -26,6 +29,33 @@ EPS, DELTA = 2.0, 1e-4
 X3 = np.ones((4, 1))
 Y0 = np.array([1.0, -1.0, 1.0, -1.0])
 Y1 = np.array([1.0, -1.0, 1.0, 1.0])
+
+INPUTS = ((X3, Y0), (X3, Y1), (X3[:2], Y0[:2]), (X3[:2], Y1[2:]))
+REAL_VALIDATION = DPLinearClassifier._validate_training_data
+
+
+def validated(self, X, y, row_bound):
+    """What _validate_training_data returns and sets for the INPUTS (float64 rows of norm 1,
+    labels already in {-1, +1}, the public classes (-1, +1))."""
+    self.n_features_in_, self.classes_ = 1, np.array([-1.0, 1.0])
+    return np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+
+
+@pytest.fixture(autouse=True)
+def _fast_validation(monkeypatch):
+    monkeypatch.setattr(DPLinearClassifier, "_validate_training_data", validated)
+
+
+def test_the_validation_stand_in_is_exact() -> None:
+    for X, y in INPUTS:
+        real, fast = SSADMMClassifier(), SSADMMClassifier()
+        got, want = validated(fast, X, y, 1.0), REAL_VALIDATION(real, X, y, 1.0)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == b.dtype
+        assert fast.n_features_in_ == real.n_features_in_
+        np.testing.assert_array_equal(fast.classes_, real.classes_)
+
 
 GAUSSIAN = {
     "ssADMM": (SSADMMClassifier, {"batch_size": 4, "n_epochs": 1, "clip": 0.5}),
