@@ -78,7 +78,11 @@ def load_public_test(config: RunConfig, n_features: int) -> EvaluationSet | None
     """``--test-data``: a file the user declares public; its labels are used as they are."""
     if config.test_data is None:
         return None
-    test = load_dataset(config.test_data, groups=config.groups, labels=_labels(config))
+    # a LIBSVM file is sparse: read at the training data's width (its trailing columns may be
+    # all zero, as a9a's test file's last one is); other formats carry their width
+    test = load_dataset(
+        config.test_data, groups=config.groups, labels=_labels(config), n_features=n_features
+    )
     if test.n_features != n_features:
         raise ConfigError(
             f"--test-data has {test.n_features} columns, the training data {n_features}"

@@ -197,3 +197,20 @@ def test_per_machine_files_must_agree_on_columns(capsys, tmp_path, good):
         capsys, ["--data", str(tmp_path / "p-{rank}.npz"), "--machines", "3", "--topology", "ring"]
     )
     assert "machine 2's data has 5 columns" in msg
+
+
+def test_a_libsvm_test_file_is_read_at_the_training_width(tmp_path):
+    """A LIBSVM file is sparse: a test file whose last columns happen to be all zero (a9a's
+    test file never uses index 123) is read at the training data's width, not refused."""
+    rng = np.random.default_rng(0)
+    lines = {"train": [], "test": []}
+    for part, width in (("train", 5), ("test", 4)):
+        for _ in range(60):
+            x = rng.standard_normal(width)
+            label = 1 if x[0] > 0 else -1
+            lines[part].append(f"{label} " + " ".join(f"{k + 1}:{v:.4f}" for k, v in enumerate(x)))
+        (tmp_path / f"{part}.libsvm").write_text("\n".join(lines[part]) + "\n")
+    out = tmp_path / "r.json"
+    argv = ["--data", str(tmp_path / "train.libsvm"), "--test-data", str(tmp_path / "test.libsvm")]
+    assert main([*argv, "--machines", "2", "--quiet", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["n_test"] == 60
