@@ -273,7 +273,7 @@ def test_a_neighbours_membership_attack_stays_under_epsilon(monkeypatch) -> None
     real release path); machine 0 holds D or D' (one record replaced adversarially). Machine
     1, its neighbour, with every other machine colluding, sees machine 0's thetas and knows
     the inputs of its theta step (they are functions of released messages): it computes the
-    exact theta under both hypotheses and thresholds the likelihood ratio. Over 1000 runs per
+    exact theta under both hypotheses and thresholds the likelihood ratio. Over 500 runs per
     hypothesis its lower bound on epsilon stays below the claimed 2; the same attack on runs
     with 1/20 of the noise finds epsilon > 2 (the attack is real)."""
     epsilon, delta, rounds = 2.0, 1e-5, 4
@@ -293,7 +293,7 @@ def test_a_neighbours_membership_attack_stays_under_epsilon(monkeypatch) -> None
     monkeypatch.setattr(batched, "private_thetas_batched", observed)
     one = [StackedShards.stack([d]) for d in pair]
     results = {}
-    for fraction, runs in ((1.0, 1000), (0.05, 200)):
+    for fraction, runs in ((1.0, 500), (0.05, 200)):
         statistics = []
         for truth in (0, 1):
             llr = np.empty(runs)
