@@ -37,18 +37,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT_DIR, md_table, write_csv  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dpnet.audit import audit_epsilon  # noqa: E402
 from dpnet.decentralized import batched  # noqa: E402
 from dpnet.decentralized.admm import ADMMConfig  # noqa: E402
-from dpnet.decentralized.batched import (  # noqa: E402
-    StackedShards,
-    run_batched,
-    theta_update_newton_batched,
-)
+from dpnet.decentralized.batched import StackedShards, run_batched  # noqa: E402
 from dpnet.decentralized.record import RecordNoise  # noqa: E402
 from dpnet.decentralized.steps import GroupStructure, LocalData  # noqa: E402
 from dpnet.losses.margin import Logistic  # noqa: E402
 from dpnet.privacy.gaussian import composed_gaussian_multiplier  # noqa: E402
+from tests.record_attack import theta_likelihood_ratio  # noqa: E402
 
 R, DIM, ROWS, J, DELTA = 3.0, 3, 8, 4, 1e-5
 GROUPS = GroupStructure(np.arange(DIM + 1), np.arange(DIM), np.full(DIM, 0.01 / (2 * J)))
@@ -104,18 +102,9 @@ def simulate(truth: int, runs: int, epsilon: float, rounds: int, seed0: int) -> 
             for k in range(1, J):
                 nbrs = [i for i in graph.neighbors(k)]
                 views[k].append(th[:, nbrs].ravel())  # the Z's are functions of thetas
-            total = 0.0
-            for (center, rho), released in zip(inputs, th[:, 0], strict=True):
-                std = s * noise.numerator(J * ROWS, 1.0) / rho
-                exact = [
-                    theta_update_newton_batched(
-                        o, center[None], np.array([rho]), center[None], tol=1e-14
-                    )[0]
-                    for o in one
-                ]
-                total += (
-                    np.sum((released - exact[0]) ** 2) - np.sum((released - exact[1]) ** 2)
-                ) / (2 * std**2)
+            observed = [(c, rho, t) for (c, rho), t in zip(inputs, th[:, 0], strict=True)]
+            scale = s * noise.numerator(J * ROWS, 1.0)
+            total = theta_likelihood_ratio(observed, one, lambda rho, a=scale: a / rho)
             llr[r] = total
     finally:
         batched.private_thetas_batched = real_release

@@ -32,6 +32,7 @@ from dpnet.errors import ConfigError
 from dpnet.losses.logistic import logistic_loss
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.privacy.gaussian import composed_gaussian_delta, composed_gaussian_multiplier
+from tests.record_attack import theta_likelihood_ratio
 
 R, N_ROWS, DIM = 3.0, 6, 3  # row bound, rows of the shard, features (intercept added)
 GROUPS = GroupStructure(np.arange(DIM + 1), np.arange(DIM), np.full(DIM, 0.1 / 6))
@@ -304,18 +305,8 @@ def test_a_neighbours_membership_attack_stays_under_epsilon(monkeypatch) -> None
                     c=1.0, max_rounds=rounds, tol=1e-300, record=noise, adapt_c=False
                 )
                 run_batched([pair[truth], *others], GROUPS, config, graph)
-                total = 0.0
-                for center, rho, released in seen:
-                    std = s * fraction * noise.numerator(8, 1.0) / rho
-                    exact = [
-                        theta_update_newton_batched(
-                            o, center[None], np.array([rho]), center[None], tol=1e-14
-                        )[0]
-                        for o in one
-                    ]
-                    total += (
-                        np.sum((released - exact[0]) ** 2) - np.sum((released - exact[1]) ** 2)
-                    ) / (2 * std**2)
+                assumed = s * fraction * noise.numerator(8, 1.0)
+                total = theta_likelihood_ratio(seen, one, lambda rho, a=assumed: a / rho)
                 llr[k] = total
             statistics.append(llr)
         results[fraction] = _audit(*statistics, delta).epsilon_lower
