@@ -188,6 +188,10 @@ def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) 
         with np.load(path, allow_pickle=False) as stored:
             arrays = {k: stored[k] for k in stored.files}
         meta = json.loads(str(arrays.pop("meta")))
+        if meta.get("round") != round_:
+            raise CheckpointError(
+                f"{path} holds round {meta.get('round')}, not the {round_} its name says"
+            )
         if meta.get("format") in LEAKY_FORMATS:
             raise CheckpointError(
                 f"{path}: format {meta['format']} is refused: {LEAKY_FORMATS[meta['format']]} "
@@ -221,7 +225,7 @@ def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) 
         return Resumed(state, arrays["y_randomized"], meta["traffic"])
     except CheckpointError:
         raise
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         raise CheckpointError(
             f"machine {rank}: checkpoint {path} cannot be read ({type(exc).__name__}: {exc})"
         ) from None

@@ -491,8 +491,15 @@ class RunConfig:
     def _validate_cv(self) -> None:
         """--cv and its options (the rows per machine are checked once the data are split)."""
         if self.cv is None:
-            for given, option in ((self.lam_grid, "--lam-grid"), (self.cv_plot, "--cv-plot")):
-                if given is not None:
+            cv_only = (
+                (self.lam_grid is not None, "--lam-grid"),
+                (self.cv_plot is not None, "--cv-plot"),
+                (self.n_lambdas != DEFAULT_PATH.n_lambdas, "--n-lambdas"),
+                (self.lambda_ratio != DEFAULT_PATH.ratio, "--lambda-ratio"),
+                (self.cv_rule != DEFAULT_PATH.rule, "--cv-rule"),
+            )
+            for given, option in cv_only:
+                if given:
                     raise ConfigError(f"{option} needs --cv K")
             return
         if self.cv < 2:

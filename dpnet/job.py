@@ -167,10 +167,11 @@ def cv_path(config: RunConfig) -> CVPath:
 
 def checkpoint_prints(config: RunConfig, graph: Any, rank: int, raw: RawShard) -> dict[str, str]:
     """Fingerprints a checkpoint must match: graph, data, and every setting that changes the
-    iterates (not --max-rounds: a resumed run may go on longer)."""
+    iterates or what the results say of them, the seed included (not --max-rounds: a resumed
+    run may go on longer)."""
     ignored = ("max_rounds", "progress_every", "fail_at", "stall_at")
     settings = {k: v for k, v in asdict(admm_config(config)).items() if k not in ignored}
-    settings |= {"keep_prob": config.keep_probability, "loss": config.loss}
+    settings |= {"keep_prob": config.keep_probability, "loss": config.loss, "seed": config.seed}
     return checkpoint.fingerprints(rank, graph, settings, raw)
 
 

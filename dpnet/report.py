@@ -312,8 +312,9 @@ def _cv_block(parts: list[CVResult]) -> dict[str, Any]:
 
 def check_output_paths(config: RunConfig) -> None:
     """Before the first round: every output path (--output, --oracle-output, --plot,
-    --cv-plot) can be written in a directory that exists (none is created), so that a bad path
-    never costs a whole run (ConfigError naming the option)."""
+    --cv-plot) can be written in a directory that exists (none is created) and is not an
+    existing non-regular file (a device, a pipe: the atomic rename would replace it), so that a
+    bad path never costs a whole run (ConfigError naming the option)."""
     outputs = {
         "--output": config.output,
         "--oracle-output": config.oracle_output,
@@ -324,6 +325,8 @@ def check_output_paths(config: RunConfig) -> None:
     for i, (option, path) in enumerate(given):
         if path.is_dir():
             raise ConfigError(f"{option} {path} is a directory; give a file name")
+        if path.exists() and not path.is_file():  # a device or a pipe: rename would replace it
+            raise ConfigError(f"{option} {path} is not a regular file; give a file name")
         if any(path.resolve() == other.resolve() for _, other in given[:i]):
             raise ConfigError(f"{option} {path} is also another output's file")
         folder = path.parent

@@ -246,3 +246,41 @@ def test_mpi_crash_then_resume_equals_the_uninterrupted_run(
     assert again.returncode == 0, again.stderr
     assert resumed["resumed_from_round"] == 45 and resumed["backend"] == "mpi"
     _assert_same_run(resumed, uninterrupted)  # the in-process run: the backends agree bitwise
+
+
+def test_a_checkpoint_of_another_seed_is_refused(tmp_path: Path) -> None:
+    """Per-machine files (the seed does not change the rows): a run resumed with another
+    --seed would report that seed for labels randomized with the first: refused."""
+    rng = np.random.default_rng(8)
+    for j in range(3):
+        X = rng.standard_normal((30, 4))
+        np.savez(tmp_path / f"m{j}.npz", X=X, y=np.where(X[:, 0] > 0, 1.0, -1.0))
+    args = ["--data", str(tmp_path / "m{rank}.npz"), "--machines", "3", "--epsilon", "1"]
+    args += ["--quiet", "--tol", "1e-14"]
+    ck = str(tmp_path / "ck")
+    first = run_job(
+        [*args, "--seed", "1", "--max-rounds", "10", "--checkpoint", ck, "--checkpoint-every", "5"],
+        timeout=120,
+    )
+    assert first.returncode == 0, first.stderr
+    again = run_job([*args, "--seed", "2", "--max-rounds", "20", "--resume", ck], timeout=120)
+    assert again.returncode == 2 and "another settings" in again.stderr
+    assert again.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("damage", ["empty", "renamed"])
+def test_a_damaged_checkpoint_is_one_line_and_exit_2(tmp_path: Path, damage: str) -> None:
+    """A 0-byte file (a full disk, a crash while copying), or files renamed to another round
+    (every machine's, so the machines agree on that round): one line naming the file."""
+    ck = _round_20_checkpoints(tmp_path)
+    if damage == "empty":
+        (ck / "machine-2" / "round-0000000020.npz").write_bytes(b"")
+        needle = "cannot be read (EOFError"
+    else:
+        for j in range(5):
+            path = ck / f"machine-{j}" / "round-0000000020.npz"
+            path.rename(path.with_name("round-0000000030.npz"))
+        needle = "holds round 20, not the 30 its name says"
+    again, report = _job(tmp_path, "other", "--max-rounds", "40", "--resume", str(ck))
+    assert again.returncode == 2 and report is None
+    assert needle in again.stderr and again.stderr.count("\n") == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -214,3 +215,18 @@ def test_a_libsvm_test_file_is_read_at_the_training_width(tmp_path):
     argv = ["--data", str(tmp_path / "train.libsvm"), "--test-data", str(tmp_path / "test.libsvm")]
     assert main([*argv, "--machines", "2", "--quiet", "--output", str(out)]) == 0
     assert json.loads(out.read_text())["n_test"] == 60
+
+
+@pytest.mark.parametrize(
+    "option", [["--n-lambdas", "0"], ["--lambda-ratio", "0"], ["--cv-rule", "1se"]]
+)
+def test_cross_validation_options_without_cv_are_refused(capsys, option):
+    assert f"{option[0]} needs --cv K" in _error(capsys, option)
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused(capsys, tmp_path):
+    """A fifo (or a device node) as --output: the atomic rename would replace it."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert "is not a regular file" in _error(capsys, ["--output", str(fifo)])
+    assert fifo.exists() and not fifo.is_file()
