@@ -388,3 +388,25 @@ def test_the_results_file_of_a_record_private_run(tmp_path, capsys) -> None:
     assert report["test_accuracy"]["source"] == "held-out private rows, noisy agreement count"
     assert "objective not released" in captured.out and "record-level" in captured.out
     assert "objective" not in captured.err and "warning" not in captured.err
+
+
+def test_the_held_out_count_carries_laplace_noise_of_scale_one_over_epsilon() -> None:
+    """The held-out agreement count under record privacy (sensitivity 1): its noise over 4000
+    fresh streams has mean 0 and standard deviation sqrt(2)/epsilon to 5 % (the discrete
+    Laplace of scale ~1/epsilon); half of it would fail."""
+    from dpnet.evaluation import NOISY_COUNT, EvaluationSet, accuracy_estimate
+
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((400, 3))
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    coef, epsilon = np.array([1.0, 0.5, 0.0]), 0.5
+    exact = float(np.count_nonzero(np.where(X @ coef >= 0, 1.0, -1.0) == y))
+    evaluation = EvaluationSet(X, y, NOISY_COUNT, 1.0, epsilon)
+    noise = []
+    for s in range(4000):
+        estimate, event = accuracy_estimate(evaluation, coef, 0.0, np.random.default_rng(s))
+        noise.append(estimate["unbiased_estimate"] * 400 - exact)
+    noise = np.array(noise)
+    assert event.epsilon == epsilon
+    assert abs(noise.mean()) < 4 * noise.std() / math.sqrt(noise.size)
+    assert noise.std() == pytest.approx(math.sqrt(2) / epsilon, rel=0.05)
