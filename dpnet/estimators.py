@@ -8,10 +8,12 @@ not on the command line's config or report. Checked by scikit-learn's
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -256,6 +258,13 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         self.machine_coefs_ = np.stack([r.result.z for r in releases])
         self.n_iter_ = int(releases[0].result.rounds)
         self.stop_reason_ = str(releases[0].result.stop_reason)
+        if self.stop_reason_ != "converged" and not record:  # record: the rounds are the budget
+            warnings.warn(
+                f"stopped on {self.stop_reason_} after {self.n_iter_} rounds, not converged to "
+                f"tol={self.tol}: coef_ is not the optimum (check c, or raise max_rounds)",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         grp_ptr, grp_indices = groups_from_labels(group_labels)
         self.objective_ = float(
             sum(r.result.local_objective for r in releases)

@@ -45,7 +45,9 @@ STOP_WARNINGS = {
     "diverged": "the iterates ran away (||theta|| > --max-coef-norm): the objective may have "
     "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
     "coefficients are not an optimum",
-    "max_rounds": "--max-rounds reached before the residuals fell below --tol",
+    "max_rounds": "--max-rounds reached before the residuals fell below --tol: the "
+    "coefficients are not the optimum (a --c far above the default freezes the iterates; "
+    "leave --c out, or raise --max-rounds)",
 }
 FEATURES_NOTE = (
     "features are NOT protected: randomized response privatises labels only "

@@ -14,11 +14,12 @@ import time
 import networkx as nx
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 from dpnet.data.loaders import load_dataset
 from dpnet.decentralized import admm
 from dpnet.decentralized.admm import ADMMConfig, run_machine
-from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.decentralized.steps import GroupStructure, LocalData, scaled_residual
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
@@ -325,3 +326,38 @@ def test_mpi_run_with_no_estimate_exits_3(tmp_path):
     )
     assert res.returncode == 3, res.stderr + res.stdout
     assert "stop: diverged" in res.stdout
+
+
+# ------------------------------------------------------------------ a penalty that freezes
+
+
+def test_scaled_residual_counts_the_dual_variables_motion():
+    """rho = max(r max(1, c), s) / max(1, ||theta||): a frozen iterate (r ~ 1e-11, s = 0)
+    under c = 1e10 is far from tol; for c <= 1 the rule is max(r, s) / max(1, ||theta||)."""
+    assert scaled_residual(1e-11, 0.0, 1e10, 0.0) == pytest.approx(0.1)
+    assert scaled_residual(1e-11, 0.0, 0.5, 0.0) == 1e-11
+    assert scaled_residual(1e-3, 4.0, 0.5, 2.0) == 2.0
+    arrays = scaled_residual(np.array([1e-11, 3.0]), np.array([0.0, 1.0]), 2.0, np.array([0, 3]))
+    assert np.array_equal(arrays, [2e-11, 2.0])
+
+
+def test_a_penalty_that_freezes_the_iterates_is_not_reported_converged(tmp_path, capsys):
+    """--c 1e10 moved nothing: it exited 0 'converged' after 5 rounds with beta = 0 and the
+    objective log 2. Now the run is not 'converged', and the warning says why."""
+    out = tmp_path / "r.json"
+    code = main(["--c", "1e10", "--max-rounds", "200", "--quiet", "--output", str(out)])
+    captured = capsys.readouterr()
+    report = json.loads(out.read_text())
+    assert code == 0 and report["stop_reason"] == "max_rounds", report["stop_reason"]
+    assert "freezes the iterates" in captured.err
+    default = tmp_path / "d.json"
+    assert main(["--quiet", "--output", str(default)]) == 0
+    assert json.loads(default.read_text())["stop_reason"] == "converged"
+
+
+def test_estimator_warns_when_it_did_not_converge():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.warns(ConvergenceWarning, match="max_rounds after 30 rounds"):
+        DecentralizedGroupLassoLogistic(c=1e10, max_rounds=30).fit(X, y)

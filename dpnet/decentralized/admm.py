@@ -27,6 +27,7 @@ from dpnet.decentralized.steps import (
     dual_update,
     local_objective,
     residuals,
+    scaled_residual,
     theta_update_gradient,
     theta_update_newton,
     z_update,
@@ -374,7 +375,7 @@ def run_machine(
             [
                 released_loss(config, data, theta)
                 + group_penalty(theta[:-1], groups.grp_ptr, groups.grp_indices, groups.thresholds),
-                max(primal, dual) / max(1.0, norm),
+                scaled_residual(primal, dual, c, norm),
                 primal,
                 dual,
                 norm,

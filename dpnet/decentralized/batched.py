@@ -50,7 +50,7 @@ from dpnet.decentralized.admm import (
     take_decision,
 )
 from dpnet.decentralized.record import CERTIFY_ATTEMPTS, RecordNoise, release_all
-from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.decentralized.steps import GroupStructure, LocalData, scaled_residual
 from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
 from dpnet.errors import MachineFailure, PrivacyError
 from dpnet.losses.margin import MarginLoss
@@ -435,7 +435,7 @@ def run_batched(
             pending[t] = np.array(
                 [
                     objective.sum(),
-                    (_py_max(primal, dual) / _py_max(norm, 1.0)).max(),
+                    scaled_residual(primal, dual, c, norm).max(),
                     primal.max(),
                     dual.max(),
                     norm.max(),

@@ -287,3 +287,21 @@ def residuals(
     primal = float(np.sqrt(((z_own[None, :] - theta_nbhd) ** 2).sum(axis=1)).max())
     dual = float(c * np.sqrt(theta_nbhd.shape[0]) * np.linalg.norm(z_own - z_prev))
     return primal, dual
+
+
+def scaled_residual(
+    primal: float | np.ndarray, dual: float | np.ndarray, c: float, norm: float | np.ndarray
+) -> float | np.ndarray:
+    """The stop rule's rho_j = max(r_j max(1, c), s_j) / max(1, ||theta_j||) (floats, or arrays
+    over machines; Python's max semantics, NaN included, in both).
+
+    r_j is the primal iterates' disagreement, s_j the dual residual (the primal iterates'
+    motion in gradient units), and c r_j is the dual variables' motion in one round
+    (V += c (Z - theta)): the global KKT residual is at most a graph constant times
+    max_j max(c r_j, s_j) plus L r_j. A penalty so large that nothing moves (c = 1e10: r_j
+    ~ 1e-11, s_j = 0 in the group threshold's dead zone) has small r_j and s_j but not c r_j,
+    so it is not mistaken for convergence; for c <= 1 the rule is max(r_j, s_j) as before.
+    """
+    scaled = primal * max(1.0, c)
+    rho = np.where(dual > scaled, dual, scaled) / np.where(norm > 1.0, norm, 1.0)
+    return rho if np.ndim(rho) else float(rho)
