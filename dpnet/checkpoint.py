@@ -20,8 +20,8 @@ raw label: they are refused by name, never resumed.
 The zip archive is written with fixed timestamps, so two runs with the same release write the
 same bytes (the release-boundary tests compare checkpoints byte by byte).
 
-The two latest checkpoints are kept: a machine killed while writing round t leaves round
-t - every intact, and a resumed run starts from the latest round that every machine has.
+Each machine keeps its latest :func:`keep_count` checkpoints, enough that every machine shares
+one whenever a run ends: a resumed run starts from the latest round every machine has.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from dpnet.errors import DpnetError
 FORMAT_VERSION = 3
 LEAKY_FORMATS = {2: "it holds the randomized-response stream's state, which gives every raw label"}
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
-KEEP = 2
 _ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in")
 
 
@@ -90,6 +89,22 @@ def fingerprints(
     }
 
 
+def keep_count(drift: int, every: int) -> int:
+    """Checkpoints each machine keeps so that, whenever the run ends, some round is kept by all.
+
+    A machine finishes round t only after its neighbours sent their round-t messages, so two
+    machines' rounds differ by at most their distance: with ``drift`` >= that bound over all
+    pairs (:func:`dpnet.decentralized.termination.TreePlan.drift`), every machine is in
+    [t_min, t_min + drift]. The slowest keeps an intact checkpoint of the multiple of
+    ``every`` below t_min or at it (one killed while writing round t_min still has the one
+    before, >= t_min - every); the fastest keeps the multiples of ``every`` in
+    (t_max - K every, t_max]. Both hold that round when (K - 1) every >= drift + every, i.e.
+    K = ceil(drift / every) + 2, and so does every machine in between. (K = 2 lost 2 of 3
+    kill/resume runs on an 8-ring with --checkpoint-every 1.)
+    """
+    return -(-drift // every) + 2
+
+
 def machine_dir(directory: str | Path, rank: int) -> Path:
     return Path(directory) / f"machine-{rank}"
 
@@ -126,12 +141,14 @@ class Checkpointer:
         directory: str | Path,
         rank: int,
         every: int,
+        keep: int,
         prints: dict[str, str],
         y_randomized: np.ndarray,
         traffic: Callable[[], dict[str, float | int]],
     ) -> None:
         self.dir = machine_dir(directory, rank)
         self.every = every
+        self.keep = keep
         self.prints = prints
         self.y_randomized = y_randomized
         self.traffic = traffic
@@ -167,7 +184,7 @@ class Checkpointer:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        for old in available_rounds(self.dir.parent, int(self.prints["machine"]))[:-KEEP]:
+        for old in available_rounds(self.dir.parent, int(self.prints["machine"]))[: -self.keep]:
             (self.dir / f"round-{old:010d}.npz").unlink(missing_ok=True)
         return target
 

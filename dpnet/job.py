@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dpnet import checkpoint, streams
-from dpnet.checkpoint import Checkpointer, Resumed
+from dpnet.checkpoint import Checkpointer, Resumed, keep_count
 from dpnet.config import RunConfig
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import ADMMConfig
@@ -23,6 +23,7 @@ from dpnet.decentralized.boundary import PrivateShard, RawShard
 from dpnet.decentralized.cv import CVPath, CVResult, assign_folds, cross_validate
 from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
 from dpnet.decentralized.record import RecordNoise
+from dpnet.decentralized.termination import tree_plan
 from dpnet.errors import ConfigError
 from dpnet.report import print_cv_fold
 
@@ -90,6 +91,7 @@ def machine_main(
             config.checkpoint,
             comm.rank,
             config.checkpoint_every,
+            keep_count(tree_plan(graph, comm.rank).drift, config.checkpoint_every),
             checkpoint_prints(config, graph, comm.rank, raw),
             crossing[0].y,
             comm.stats.as_dict,
@@ -182,17 +184,19 @@ def resume_machine(config: RunConfig, graph: Any, rank: int, raw: RawShard, roun
 
 
 def check_checkpoint_dir(config: RunConfig) -> None:
-    """``--checkpoint DIR`` must be a directory this process can create and write, before
-    round 1 (ConfigError otherwise)."""
+    """``--checkpoint DIR`` must be a directory this process can write, or one it can create
+    (its nearest existing ancestor a writable directory), before round 1 (ConfigError
+    otherwise). Nothing is created here: a run refused later leaves no directory behind; the
+    first checkpoint creates it."""
     if config.checkpoint is None:
         return
-    path = Path(config.checkpoint)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"--checkpoint {path}: cannot create it ({exc.strerror})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(f"--checkpoint {path}: not writable")
+    path = Path(config.checkpoint).absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"--checkpoint {config.checkpoint}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "not writable" if existing == path else f"cannot create it in {existing}"
+        raise ConfigError(f"--checkpoint {config.checkpoint}: {what}")
 
 
 def fault_injection(variable: str) -> tuple[int, int] | None:

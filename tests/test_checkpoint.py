@@ -284,3 +284,65 @@ def test_a_damaged_checkpoint_is_one_line_and_exit_2(tmp_path: Path, damage: str
     again, report = _job(tmp_path, "other", "--max-rounds", "40", "--resume", str(ck))
     assert again.returncode == 2 and report is None
     assert needle in again.stderr and again.stderr.count("\n") == 1
+
+
+def _kept(latest: int, every: int, keep: int, torn: bool) -> set[int]:
+    """The checkpoints a machine at round ``latest`` keeps (``torn``: killed while writing)."""
+    written = list(range(every, latest + 1, every))
+    if torn and written and written[-1] == latest:
+        written.pop()  # the write of this round never completed: the temp file is dropped
+    return set(written[-keep:])
+
+
+@pytest.mark.parametrize("every", [1, 2, 5])
+@pytest.mark.parametrize("graph_name", ["path-9", "ring-8", "star-6", "random-12"])
+def test_kept_checkpoints_always_share_a_round(graph_name: str, every: int) -> None:
+    """Machines drift apart by up to their distance; with keep_count(drift, every) files each,
+    some round is kept by every machine at any moment a run can end, for every pattern of
+    rounds the synchronous exchanges allow (each rank killed mid-write or not). KEEP = 2 failed
+    on an 8-ring with --checkpoint-every 1 (2 of 3 kill/resume runs)."""
+    import networkx as nx
+
+    from dpnet.checkpoint import keep_count
+    from dpnet.decentralized.termination import tree_plan
+
+    kind, size = graph_name.split("-")
+    graph = {
+        "path": nx.path_graph,
+        "ring": nx.cycle_graph,
+        "star": lambda n: nx.star_graph(n - 1),
+        "random": lambda n: nx.connected_watts_strogatz_graph(n, 2, 0.3, seed=1),
+    }[kind](int(size))
+    keep = keep_count(tree_plan(graph, 0).drift, every)
+    rng = np.random.default_rng(0)
+    distance = dict(nx.all_pairs_shortest_path_length(graph))
+    shortfalls = 0
+    for _ in range(300):
+        # any rounds with |t_i - t_j| <= dist(i, j): t_j = base + min_i (offset_i + dist(i, j))
+        base = int(rng.integers(20, 60))
+        offsets = rng.integers(0, 2 * graph.number_of_nodes(), graph.number_of_nodes())
+        rounds = [base + min(int(offsets[i]) + distance[i][j] for i in graph) for j in graph]
+        torn = rng.random(len(rounds)) < 0.5
+        kept = [_kept(t, every, keep, bool(x)) for t, x in zip(rounds, torn, strict=True)]
+        assert set.intersection(*kept), (rounds, keep)
+        short = [_kept(t, every, 2, bool(x)) for t, x in zip(rounds, torn, strict=True)]
+        shortfalls += not set.intersection(*short)
+    if graph_name in ("path-9", "ring-8") and every == 1:
+        assert shortfalls > 0  # two files each are not enough there
+
+
+def test_a_refused_run_creates_no_checkpoint_directory(tmp_path: Path) -> None:
+    """--checkpoint DIR is checked (an existing writable ancestor), not created, until the run
+    has passed every check: a run refused for its topology leaves no directory behind."""
+    ck = tmp_path / "new" / "ck"
+    done, _ = _job(tmp_path, "bad", "--topology", "nonsense", "--checkpoint", str(ck))
+    assert done.returncode == 2 and "nonsense" in done.stderr
+    assert not (tmp_path / "new").exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    done, _ = _job(tmp_path, "bad", "--checkpoint", str(blocker / "ck"))
+    assert done.returncode == 2 and "is not a directory" in done.stderr
+    done, _ = _job(
+        tmp_path, "good", "--max-rounds", "10", "--checkpoint", str(ck), "--checkpoint-every", "5"
+    )
+    assert done.returncode == 0 and (ck / "machine-0").is_dir()

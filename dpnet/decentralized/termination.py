@@ -52,6 +52,12 @@ class TreePlan:
     height: int  # H: the tree's height (eccentricity of machine 0)
 
     @property
+    def drift(self) -> int:
+        """A bound on how many rounds two machines can be apart: their distance, at most the
+        diameter D <= 2H."""
+        return 2 * self.height
+
+    @property
     def lag(self) -> int:
         """Rounds between a round's statistics and the common decision on them: 2H."""
         return 2 * self.height
