@@ -109,7 +109,7 @@ def run_threads_backend(config: RunConfig, started_at: float) -> int:
             raise MachineFailure(world.rank, exc) from exc
 
     try:
-        return run_threads(size, machine)[0]
+        return run_threads(size, machine, config.peer_timeout)[0]
     except PeerFault as exc:
         print(f"dpnet: {exc}; nothing written", file=sys.stderr, flush=True)
         return EXIT_PEER_FAULT
@@ -144,7 +144,7 @@ def run_mpi_backend(config: RunConfig, started_at: float) -> int:
     # beside the ranks made an 8-rank ring 17x slower per round (measured on 2 cores).
     threadpool_limits(limits=1, user_api="blas")
     mpi_comm.install_abort_hook()
-    world = mpi_comm.MPISetup()
+    world = mpi_comm.MPISetup(config.peer_timeout, _launcher_rank()[0])
     if (error := world_size_error(config, world.size, dict(os.environ))) is not None:
         return fail(error, world.rank)  # every rank finds the same
     try:

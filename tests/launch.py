@@ -11,8 +11,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+JOB_MARKER = "DPNET_TEST_JOB"  # in the environment of every process a test job starts
 
 
 @dataclass
@@ -20,18 +23,28 @@ class Completed:
     returncode: int
     stdout: str
     stderr: str
-    session: int  # the job's session id: every process it started belongs to it
+    session: str  # the job's marker: every process it started, ranks included, carries it
 
 
-def session_processes(session: int) -> list[int]:
-    """Pids of live processes in ``session`` (Linux /proc; zombies count as gone)."""
+@dataclass
+class Job:
+    proc: subprocess.Popen[str]
+    marker: str
+
+
+def session_processes(marker: str) -> list[int]:
+    """Pids of live processes started by the job with ``marker`` (Linux /proc; zombies count
+    as gone). By environment, not by session: hydra starts every rank in a session of its
+    own, and a rank whose mpiexec died is re-parented."""
     found = []
+    needle = f"{JOB_MARKER}={marker}".encode()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+            environ = stat.with_name("environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if int(fields[3]) == session and fields[0] != "Z":
+        if needle in environ and state != "Z":
             found.append(int(stat.parent.name))
     return found
 
@@ -45,16 +58,15 @@ def mpiexec_path() -> str:
     return found
 
 
-def run_job(
+def start_job(
     args: list[str],
     *,
     n_ranks: int | None = None,
-    timeout: float = 120.0,
     env: dict[str, str] | None = None,
     module: str = "dpnet.run",
     cwd: Path | None = None,
-) -> Completed:
-    """``[mpiexec -n N] python -m module args`` (in ``cwd``); AssertionError on timeout.
+) -> Job:
+    """Start ``[mpiexec -n N] python -m module args`` (in ``cwd``) in a session of its own.
 
     The repository root is put on PYTHONPATH so that test hooks (``tests.*``) import from any
     working directory.
@@ -64,7 +76,8 @@ def run_job(
         cmd = [mpiexec_path(), "-n", str(n_ranks), *cmd]
     root = str(Path(__file__).resolve().parent.parent)
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
+    marker = uuid.uuid4().hex
+    full_env = {**os.environ, "PYTHONPATH": path, JOB_MARKER: marker, **(env or {})}
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -74,10 +87,45 @@ def run_job(
         start_new_session=True,
         cwd=cwd,
     )
+    return Job(proc, marker)
+
+
+def finish_job(job: Job, timeout: float) -> Completed:
+    """Wait for a :func:`start_job` job; on timeout kill it, ranks included (AssertionError)."""
+    proc = job.proc
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
+        for pid in session_processes(job.marker):
+            os.kill(pid, signal.SIGKILL)
         out, err = proc.communicate()
-        raise AssertionError(f"job timed out after {timeout}s: {' '.join(cmd)}\n{err}") from None
-    return Completed(proc.returncode, out, err, proc.pid)
+        raise AssertionError(f"job timed out after {timeout}s: {proc.args}\n{err}") from None
+    return Completed(proc.returncode, out, err, job.marker)
+
+
+def run_job(
+    args: list[str],
+    *,
+    n_ranks: int | None = None,
+    timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+    module: str = "dpnet.run",
+    cwd: Path | None = None,
+) -> Completed:
+    """:func:`start_job`, then :func:`finish_job` (AssertionError on timeout)."""
+    return finish_job(start_job(args, n_ranks=n_ranks, env=env, module=module, cwd=cwd), timeout)
+
+
+def rank_pids(job: Job) -> dict[int, int]:
+    """{MPI rank: pid} of the job's python processes started by mpiexec (their PMI_RANK)."""
+    found = {}
+    for pid in session_processes(job.marker):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for entry in environ:
+            if entry.startswith(b"PMI_RANK="):
+                found[int(entry.removeprefix(b"PMI_RANK="))] = pid
+    return found

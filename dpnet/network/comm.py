@@ -20,24 +20,58 @@ DEFAULT_PEER_TIMEOUT = 60.0
 rounds take milliseconds, so a minute means the neighbour (or the link to it) is gone."""
 
 
+SETUP_STAGE = "the same step of set-up"
+MAX_COUNTED_GAP_SECONDS = 0.5
+"""The longest gap between two looks at a deadline that counts in full. Waits look every
+0.1-200 ms; a longer gap means this process did not run (the whole job was stopped with
+Ctrl-Z or SIGSTOP, or its host was suspended), and a neighbour cannot be blamed for it."""
+
+
+class Deadline:
+    """``seconds`` of this process's waiting time, counted between successive :meth:`expired`
+    calls, each gap at most :data:`MAX_COUNTED_GAP_SECONDS`: a stalled neighbour is detected
+    after ``seconds`` of waiting, a whole job stopped and continued is not (a stop of any
+    length costs at most one gap)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.left = float(seconds)
+        self._last = time.monotonic()
+
+    def expired(self) -> bool:
+        now = time.monotonic()
+        self.left -= min(now - self._last, MAX_COUNTED_GAP_SECONDS)
+        self._last = now
+        return self.left <= 0
+
+    def slice(self, at_most: float) -> float:
+        """How long the next wait may block: ``at_most`` or what is left, if less."""
+        return max(0.0, min(self.left, at_most))
+
+
 class PeerFault(Exception):
     """The job cannot go on: a neighbour went silent or stopped. No estimate (exit code 5)."""
 
 
 class PeerSilent(PeerFault):
     """Machine ``rank`` heard nothing from ``neighbour`` within ``seconds`` of an exchange
-    (``neighbour`` None: not every machine reached the final gather in time)."""
+    (``neighbour`` None: not every machine reached ``stage``, a step of set-up or the final
+    gather, in time)."""
 
-    def __init__(self, rank: int, neighbour: int | None, seconds: float) -> None:
-        super().__init__(rank, neighbour, seconds)
-        self.rank, self.neighbour, self.seconds = rank, neighbour, seconds
+    def __init__(
+        self, rank: int, neighbour: int | None, seconds: float, stage: str = "the end of the run"
+    ) -> None:
+        super().__init__(rank, neighbour, seconds, stage)
+        self.rank, self.neighbour, self.seconds, self.stage = rank, neighbour, seconds, stage
         self.round: int | None = None  # set by the round loop, which knows it
 
     def __str__(self) -> str:
         if self.neighbour is None:
+            hint = (
+                "; raise it if loading the data takes longer" if self.stage == SETUP_STAGE else ""
+            )
             return (
-                f"machine {self.rank}: not every machine reached the end of the run "
-                f"within {self.seconds:g} s (--peer-timeout)"
+                f"machine {self.rank}: not every machine reached {self.stage} "
+                f"within {self.seconds:g} s (--peer-timeout{hint})"
             )
         when = "" if self.round is None else f" in round {self.round}"
         return (

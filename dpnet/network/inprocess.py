@@ -24,7 +24,13 @@ import networkx as nx
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from dpnet.network.comm import DEFAULT_PEER_TIMEOUT, PeerSilent, TrafficStats
+from dpnet.network.comm import (
+    DEFAULT_PEER_TIMEOUT,
+    SETUP_STAGE,
+    Deadline,
+    PeerSilent,
+    TrafficStats,
+)
 
 JOIN_POLL_SECONDS = 0.2
 WAIT_SLICE_SECONDS = 0.2  # a waiting machine looks at the stop flag this often
@@ -43,8 +49,10 @@ class _SharedState:
         self.mailboxes: dict[tuple[int, int], queue.SimpleQueue[np.ndarray]] = {}
         self.gathered: list[Any] = [None] * self.size
         self.scattered: list[Any] | None = None
-        self.barrier = threading.Barrier(self.size)
         self.stop = threading.Event()
+        self._arrived = 0
+        self._generation = 0
+        self._changed = threading.Condition()
 
     def connect(self, graph: nx.Graph, peer_timeout: float) -> None:
         """One mailbox per directed edge of ``graph``; exchanges wait ``peer_timeout`` s."""
@@ -55,17 +63,27 @@ class _SharedState:
 
     def abort(self) -> None:
         self.stop.set()
-        self.barrier.abort()
+        with self._changed:
+            self._changed.notify_all()
 
-    def wait_all(self, rank: int, timeout: float | None) -> None:
-        """Every machine's thread reaches this point (Stopped if another failed meanwhile,
-        PeerSilent after ``timeout`` seconds)."""
-        try:
-            self.barrier.wait(timeout=timeout)
-        except threading.BrokenBarrierError:
-            if self.stop.is_set():
-                raise Stopped(f"machine {rank} stopped: another machine failed") from None
-            raise PeerSilent(rank, None, self.peer_timeout) from None
+    def wait_all(self, rank: int, timeout: float, stage: str) -> None:
+        """Every machine's thread reaches this point: Stopped if another failed meanwhile,
+        PeerSilent after ``timeout`` seconds of waiting (a :class:`Deadline`: a stopped and
+        continued process does not count its stop)."""
+        deadline = Deadline(timeout)
+        with self._changed:
+            generation = self._generation
+            self._arrived += 1
+            if self._arrived == self.size:
+                self._arrived, self._generation = 0, generation + 1
+                self._changed.notify_all()
+                return
+            while self._generation == generation:
+                if self.stop.is_set():
+                    raise Stopped(f"machine {rank} stopped: another machine failed")
+                if deadline.expired():
+                    raise PeerSilent(rank, None, timeout, stage)
+                self._changed.wait(deadline.slice(WAIT_SLICE_SECONDS))
 
 
 class InProcessCommunicator:
@@ -84,7 +102,7 @@ class InProcessCommunicator:
         for v in self.neighbours:
             self._shared.mailboxes[(self.rank, v)].put(buf)
         out = np.empty((len(self.neighbours), buf.size))
-        deadline = time.monotonic() + self._shared.peer_timeout
+        deadline = Deadline(self._shared.peer_timeout)
         for k, v in enumerate(self.neighbours):
             other = self._receive(v, deadline)
             if other.shape != buf.shape:
@@ -93,36 +111,36 @@ class InProcessCommunicator:
         self.stats.stop(len(self.neighbours), buf.nbytes)
         return out
 
-    def _receive(self, neighbour: int, deadline: float) -> np.ndarray:
+    def _receive(self, neighbour: int, deadline: Deadline) -> np.ndarray:
         box = self._shared.mailboxes[(neighbour, self.rank)]
         while True:
             if self._shared.stop.is_set():
                 raise Stopped(f"machine {self.rank} stopped: another machine failed")
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if deadline.expired():
                 raise PeerSilent(self.rank, neighbour, self._shared.peer_timeout)
             try:
-                return box.get(timeout=min(left, WAIT_SLICE_SECONDS))
+                return box.get(timeout=deadline.slice(WAIT_SLICE_SECONDS))
             except queue.Empty:
                 continue
 
     def gather_to_root(self, obj: Any) -> list[Any] | None:
-        gathered = _allgather(self._shared, self.rank, obj, self._shared.peer_timeout)
+        gathered = _allgather(self._shared, self.rank, obj, "the end of the run")
         return gathered if self.rank == 0 else None
 
 
-def _allgather(shared: _SharedState, rank: int, obj: Any, timeout: float | None) -> list[Any]:
+def _allgather(shared: _SharedState, rank: int, obj: Any, stage: str) -> list[Any]:
     shared.gathered[rank] = obj
-    shared.wait_all(rank, timeout)
+    shared.wait_all(rank, shared.peer_timeout, stage)
     result = list(shared.gathered)
-    shared.wait_all(rank, timeout)
+    shared.wait_all(rank, shared.peer_timeout, stage)
     return result
 
 
 class ThreadWorld:
     """Machine ``rank``'s view of the thread backend's set-up (the :class:`~dpnet.network.
     comm.World` of :func:`run_threads`): agreement and delivery between the machines' threads,
-    then the communicator of the machine graph. Set-up waits have no deadline, as over MPI."""
+    then the communicator of the machine graph. Set-up waits have the peer deadline, as over
+    MPI."""
 
     backend = "threads"
     launched_as = None  # the machine count is the job's own (--machines or the graph file)
@@ -133,7 +151,7 @@ class ThreadWorld:
         self._shared = shared
 
     def allgather(self, obj: Any) -> list[Any]:
-        return _allgather(self._shared, self.rank, obj, None)
+        return _allgather(self._shared, self.rank, obj, SETUP_STAGE)
 
     def agree(self, error: str | None) -> str | None:
         return next((e for e in self.allgather(error) if e is not None), None)
@@ -141,10 +159,10 @@ class ThreadWorld:
     def scatter_from_root(self, items: list[Any] | None) -> Any:
         if self.rank == 0:
             self._shared.scattered = items
-        self._shared.wait_all(self.rank, None)
+        self._shared.wait_all(self.rank, self._shared.peer_timeout, SETUP_STAGE)
         assert self._shared.scattered is not None
         item = self._shared.scattered[self.rank]
-        self._shared.wait_all(self.rank, None)
+        self._shared.wait_all(self.rank, self._shared.peer_timeout, SETUP_STAGE)
         return item
 
     def broadcast_from_root(self, obj: Any) -> Any:
@@ -153,7 +171,7 @@ class ThreadWorld:
     def communicator(self, graph: nx.Graph, peer_timeout: float) -> InProcessCommunicator:
         if self.rank == 0:
             self._shared.connect(graph, peer_timeout)
-        self._shared.wait_all(self.rank, None)
+        self._shared.wait_all(self.rank, self._shared.peer_timeout, SETUP_STAGE)
         return InProcessCommunicator(self.rank, list(graph.neighbors(self.rank)), self._shared)
 
     def free(self, comm: InProcessCommunicator) -> None:
@@ -177,7 +195,9 @@ def run_in_process(
     )
 
 
-def run_threads(size: int, target: Callable[[ThreadWorld], Any]) -> list[Any]:
+def run_threads(
+    size: int, target: Callable[[ThreadWorld], Any], peer_timeout: float = DEFAULT_PEER_TIMEOUT
+) -> list[Any]:
     """Run ``target(world)`` for machines 0..size-1, each in its own thread; return the
     results.
 
@@ -189,6 +209,7 @@ def run_threads(size: int, target: Callable[[ThreadWorld], Any]) -> list[Any]:
     down.
     """
     shared = _SharedState(size)
+    shared.peer_timeout = peer_timeout  # set-up's deadline, until connect() sets the rounds'
     return _run(shared, lambda rank: target(ThreadWorld(rank, shared)))
 
 

@@ -15,20 +15,30 @@ to the cut by their deadline, the others within one message per hop.
 
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
+import threading
 import time
 from typing import Any
 
+import mpi4py
 import networkx as nx
 import numpy as np
-from mpi4py import MPI
 
-from dpnet.errors import EXIT_MACHINE_FAILED, failure_line
+from dpnet.errors import EXIT_MACHINE_FAILED, EXIT_PEER_FAULT, failure_line
 from dpnet.network.comm import (
     DEFAULT_PEER_TIMEOUT,
+    SETUP_STAGE,
+    Deadline,
     NeighbourStopped,
     PeerSilent,
     TrafficStats,
 )
+
+mpi4py.rc.initialize = False  # started by start_within(): a deadline on MPI_Init too
+mpi4py.rc.finalize = True
+from mpi4py import MPI  # noqa: E402 - after the rc settings it reads
 
 POLL_SECONDS = 1e-4
 DATA_TAG = 1
@@ -36,10 +46,49 @@ STOP_TAG = 2
 STOP_GRACE_SECONDS = 1.0  # how long a stopping machine waits for its stop notes to leave
 
 
-def wait_politely(request: MPI.Request, poll: float = POLL_SECONDS) -> None:
-    """Complete ``request`` without burning a core: Test, then sleep ``poll`` seconds."""
+WATCH_SECONDS = 0.1  # how often the start-up watchdog looks at its deadline
+
+
+def start_within(seconds: float, rank: int) -> None:
+    """MPI_Init_thread, ended by exit 5 and one line if it has not returned within ``seconds``
+    (a :class:`Deadline`) of this rank's waiting. MPI_Init waits for every rank of the world;
+    a rank stopped or hung before it kept the others there for as long (it holds the
+    interpreter when mpi4py calls it, so nothing could end it). Called through ctypes, which
+    lets go of the interpreter, so a watchdog thread can. Nothing to do if MPI runs already
+    (a test process under pytest-mpi)."""
+    if MPI.Is_initialized():
+        return
+    started = threading.Event()
+
+    def watchdog() -> None:
+        deadline = Deadline(seconds)
+        while not started.wait(WATCH_SECONDS):
+            if deadline.expired():
+                print(
+                    f"dpnet: machine {rank}: not every machine started MPI within {seconds:g} s "
+                    "(--peer-timeout); nothing written",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os._exit(EXIT_PEER_FAULT)
+
+    threading.Thread(target=watchdog, name="mpi-start-watchdog", daemon=True).start()
+    provided = ctypes.c_int()
+    init = ctypes.CDLL(MPI.__file__).MPI_Init_thread  # the library mpi4py is linked to
+    code = init(None, None, ctypes.c_int(MPI.THREAD_MULTIPLE), ctypes.byref(provided))
+    started.set()
+    if code != 0:
+        raise RuntimeError(f"MPI_Init_thread failed with error code {code}")
+
+
+def wait_politely(request: MPI.Request, deadline: Deadline) -> bool:
+    """Complete ``request`` without burning a core (Test, then sleep); False if ``deadline``
+    expires first."""
     while not request.Test():
-        time.sleep(poll)
+        if deadline.expired():
+            return False
+        time.sleep(POLL_SECONDS)
+    return True
 
 
 class MPICommunicator:
@@ -51,6 +100,7 @@ class MPICommunicator:
         world: MPI.Intracomm | None = None,
         peer_timeout: float = DEFAULT_PEER_TIMEOUT,
     ) -> None:
+        start_within(peer_timeout, 0)
         self.world = MPI.COMM_WORLD if world is None else world
         self.rank = self.world.Get_rank()
         self.size = self.world.Get_size()
@@ -86,10 +136,10 @@ class MPICommunicator:
     def _wait_within_deadline(self, requests: list[MPI.Request]) -> bool:
         """Complete ``requests`` politely (sleeping between Tests), watching for stop notes;
         False if ``peer_timeout`` seconds pass first."""
-        deadline = time.monotonic() + self.peer_timeout
+        deadline = Deadline(self.peer_timeout)
         while not MPI.Request.Testall(requests):
             self._check_stop_notes()
-            if time.monotonic() > deadline:
+            if deadline.expired():
                 return False
             time.sleep(POLL_SECONDS)
         return True
@@ -131,11 +181,20 @@ class MPISetup:
 
     backend = "mpi"
 
-    def __init__(self) -> None:
+    def __init__(self, peer_timeout: float = DEFAULT_PEER_TIMEOUT, rank: int = 0) -> None:
+        start_within(peer_timeout, rank)
         self.world = MPI.COMM_WORLD
         self.rank = self.world.Get_rank()
         self.size = self.world.Get_size()
         self.launched_as = f"mpiexec started {self.size} ranks, one per machine"
+        self.peer_timeout = peer_timeout
+
+    def _all_here(self) -> None:
+        """Every rank reaches this step of set-up, within ``peer_timeout`` seconds of this
+        one's waiting (PeerSilent otherwise): the blocking collective that follows then
+        completes at once, and a rank stopped or hung before it ends the job (exit 5)."""
+        if not wait_politely(self.world.Ibarrier(), Deadline(self.peer_timeout)):
+            raise PeerSilent(self.rank, None, self.peer_timeout, SETUP_STAGE)
 
     def communicator(self, graph: nx.Graph, peer_timeout: float) -> MPICommunicator:
         return MPICommunicator(graph, self.world, peer_timeout=peer_timeout)
@@ -145,30 +204,25 @@ class MPISetup:
 
     def agree(self, error: str | None) -> str | None:
         """Every rank learns the first error any rank met during set-up (None if none)."""
-        request = self.world.Ibarrier()
-        wait_politely(request)
+        self._all_here()
         errors = self.world.allgather(error)
         return next((e for e in errors if e is not None), None)
 
     def allgather(self, obj: Any) -> list[Any]:
-        request = self.world.Ibarrier()
-        wait_politely(request)
+        self._all_here()
         return self.world.allgather(obj)
 
     def scatter_from_root(self, items: list[Any] | None) -> Any:
-        request = self.world.Ibarrier()
-        wait_politely(request)
+        self._all_here()
         return self.world.scatter(items, root=0)
 
     def broadcast_from_root(self, obj: Any) -> Any:
-        request = self.world.Ibarrier()
-        wait_politely(request)
+        self._all_here()
         return self.world.bcast(obj, root=0)
 
 
 def install_abort_hook() -> None:
     """An uncaught exception on any rank prints one line and aborts every rank."""
-    import sys
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
         rank = MPI.COMM_WORLD.Get_rank()
