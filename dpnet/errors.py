@@ -8,7 +8,27 @@ EXIT_BAD_INPUT = 2  # before the first round, or NetworkDataError: one line from
 EXIT_NO_ESTIMATE = 3  # stop_reason "non-finite" or "diverged"
 EXIT_PLOT_FAILED = 4  # the results were written, a plot was not
 EXIT_PEER_FAULT = 5  # a neighbour went silent (PeerFault)
-EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
+EXIT_TERMINATED = 143  # SIGTERM (a scheduler's cancel, kill)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be, and handled the same way
+    (every machine stops at its next wait), with exit code EXIT_TERMINATED."""
+
+
+def interrupted_exit(exc: KeyboardInterrupt) -> tuple[int, str]:
+    """(exit code, the one line) of a Ctrl-C or a SIGTERM."""
+    if isinstance(exc, Terminated):
+        return EXIT_TERMINATED, "dpnet: terminated (SIGTERM): every machine stopped"
+    return EXIT_INTERRUPTED, "dpnet: interrupted: every machine stopped"
+
+
+def signal_exception(signum: int) -> KeyboardInterrupt:
+    """The exception a signal stands for: Terminated for SIGTERM, else KeyboardInterrupt."""
+    import signal
+
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 class DpnetError(Exception):

@@ -1,195 +1,82 @@
-"""``python -m dpnet.run``: parse the options, pick the backend, end the job.
+"""``python -m dpnet.run`` (and the ``dpnet-run`` script): the main job of :mod:`dpnet.cli`,
+ended by Ctrl-C or SIGTERM at any moment, the imports included, with one line and exit code
+130 (SIGINT) or 143 (SIGTERM) (README, "Exit codes").
 
-Under ``mpiexec -n J`` every rank is one machine (MPI backend); run without mpiexec, all J
-machines run as threads of this process (threads backend), or, with ``--backend simulated``,
-as arrays in this process (for large J). Same numerics, same results. MPI and threads run the
-same pipeline on every machine (:func:`dpnet.pipeline.machine_job`), the simulator its steps
-for all machines at once (:func:`dpnet.pipeline.simulated_job`); what is left here is what
-differs between them: how machines start, and how a silent peer, an exception on one machine
-or Ctrl-C ends the job. The exit codes are in :mod:`dpnet.errors` (README, "Exit
-codes"): 0 a result, 1 an exception on some machine, 2 bad input (one line from rank 0), 3 no
-estimate, 4 the plot could not be written, 5 a neighbour went silent, 130 interrupted.
+This module imports nothing heavy, so the handlers are in place before numpy, scipy and MPI
+load (seconds on a cold cache, when an interrupt used to print a KeyboardInterrupt traceback,
+or a segmentation fault under mpiexec). Files are written atomically, so an interrupted job
+leaves each output either complete or untouched.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
-import time
+from types import FrameType
 from typing import Any
 
 import dpnet
-from dpnet.config import RunConfig, parse_config
-from dpnet.errors import (
-    EXIT_INTERRUPTED,
-    EXIT_MACHINE_FAILED,
-    EXIT_PEER_FAULT,
-    DpnetError,
-    MachineFailure,
-)
-from dpnet.network.comm import PeerFault
-from dpnet.network.topology import machine_count
-from dpnet.pipeline import fail, machine_job, simulated_job
+from dpnet.errors import Terminated, interrupted_exit, signal_exception
 
-_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
-_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # the rank count a launcher announces
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 
 
-def _launcher_rank() -> tuple[int, bool]:
+def launcher_rank() -> tuple[int, bool]:
     """(rank announced by mpiexec, whether mpiexec started us at all: also for -n 1)."""
-    found = [int(os.environ[v]) for v in _RANK_VARS if v in os.environ]
+    found = [int(os.environ[v]) for v in RANK_VARIABLES if v in os.environ]
     return (found[0] if found else 0), bool(found)
 
 
-def launch_error(config: RunConfig, env: dict[str, str], launched: bool) -> str | None:
-    """Why this launch must not run, before MPI starts; None when it may. Refused: tasks that
-    srun started without --mpi (as many independent jobs, writing the same files), --backend
-    mpi in a process no MPI launcher started (a world of one machine), and --backend
-    threads or simulated in each of several MPI ranks (again independent jobs)."""
-    if launched:
-        ranks = next((int(env[v]) for v in _SIZE_VARS if v in env), 1)
-        if config.backend in ("threads", "simulated") and ranks > 1:
-            return (
-                f"--backend {config.backend} under a launcher that started {ranks} ranks: "
-                "each would run the whole job on its own; start one process, or leave "
-                "--backend out"
-            )
-        return None
-    tasks = int(env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1")) or 1)
-    if "SLURM_PROCID" in env and tasks > 1:
-        return (
-            f"srun started {tasks} tasks that are not one MPI world (no PMI in their "
-            "environment): launch with srun --mpi=pmi2 (or pmix) or with mpiexec; one task "
-            "runs all machines as threads"
-        )
-    if config.backend == "mpi":
-        return (
-            "--backend mpi: this process was not started by mpiexec or srun --mpi (no PMI "
-            "rank in its environment); start it with mpiexec -n J, or leave --backend out to "
-            "run the machines as threads"
-        )
-    return None
+def _exit_now(signum: int, frame: FrameType | None) -> None:
+    """During the imports: end at once (a KeyboardInterrupt raised inside importlib's own
+    callbacks is swallowed, and the rank went on alone into MPI_Init)."""
+    _stop(signal_exception(signum))
 
 
-def world_size_error(config: RunConfig, size: int, env: dict[str, str]) -> str | None:
-    """Why an MPI world of ``size`` ranks does not fit the launch: the launcher announced
-    another rank count (mpi4py built against another MPI than the launcher's: every rank a
-    world of its own), or --machines says another J. None when it fits."""
-    announced = [int(env[v]) for v in _SIZE_VARS if v in env]
-    if announced and announced[0] != size:
-        return (
-            f"the launcher started {announced[0]} ranks but this MPI world has {size}: "
-            "mpiexec and mpi4py's MPI library differ; use the mpiexec of the MPI mpi4py was "
-            "built with (the mpich wheel's, next to python)"
-        )
-    if config.machines is not None and config.machines != size:
-        return (
-            f"--machines {config.machines}, but mpiexec started {size} ranks: under MPI every "
-            "rank is one machine; start that many ranks, or leave --machines out"
-        )
-    return None
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
 
 
-def run_threads_backend(config: RunConfig, started_at: float) -> int:
-    """Every machine a thread of this process, each running the whole pipeline. J is
-    --machines, or the graph file's node count, or 5."""
-    from dpnet.network.inprocess import Stopped, run_threads
+def _stop(exc: KeyboardInterrupt) -> None:
+    code, line = interrupted_exit(exc)
+    if launcher_rank()[0] == 0:  # mpiexec signals every rank: one line, from rank 0
+        print(line, file=sys.stderr, flush=True)
+    os._exit(code)  # no MPI_Finalize, no atexit: the other machines are stopping too
 
+
+def entry() -> None:
+    """Run the main job as a program. While the imports load, SIGINT and SIGTERM end the
+    process at once (one line); from then on SIGINT raises KeyboardInterrupt and SIGTERM
+    :class:`~dpnet.errors.Terminated`, which every backend turns into the same stop, and one
+    that reaches this function ends the process here. A SIGINT the parent set to be ignored
+    (``nohup``, a shell's background job) stays ignored."""
+    sigint_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if not sigint_ignored:
+        signal.signal(signal.SIGINT, _exit_now)
+    signal.signal(signal.SIGTERM, _exit_now)
     try:
-        size = machine_count(config.topology, config.machines)
-    except DpnetError as exc:
-        return fail(str(exc), 0)
+        from dpnet.cli import main
 
-    def machine(world: Any) -> int:
-        try:
-            return machine_job(world, config, started_at)
-        except (PeerFault, Stopped):
-            raise  # a silent peer's (exit 5), or another machine's fault
-        except Exception as exc:  # as under MPI, whose abort hook sees the same exception
-            raise MachineFailure(world.rank, exc) from exc
-
-    try:
-        return run_threads(size, machine, config.peer_timeout)[0]
-    except PeerFault as exc:
-        print(f"dpnet: {exc}; nothing written", file=sys.stderr, flush=True)
-        return EXIT_PEER_FAULT
-    except MachineFailure as exc:
-        print(exc, file=sys.stderr, flush=True)
-        return EXIT_MACHINE_FAILED
+        if not sigint_ignored:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _terminate)
+        code = main(started_at=dpnet.IMPORTED_AT)  # the process's imports count
+    except KeyboardInterrupt as exc:
+        _stop(exc)
+    except BrokenPipeError:  # output piped into head & co.
+        sys.stderr.close()
+        code = 0
+    sys.exit(code)
 
 
-def run_simulated_backend(config: RunConfig, started_at: float) -> int:
-    """Every machine in this process as arrays (:func:`dpnet.pipeline.simulated_job`); an
-    exception anywhere in it ends the job as one machine's would (exit 1, one line)."""
-    try:
-        return simulated_job(config, started_at)
-    except MachineFailure as exc:  # a fault of one machine's (fault injection)
-        print(exc, file=sys.stderr, flush=True)
-    except Exception as exc:
-        print(
-            f"dpnet: the simulated machines failed: {type(exc).__name__}: {exc}",
-            file=sys.stderr,
-            flush=True,
-        )
-    return EXIT_MACHINE_FAILED
+def __getattr__(name: str) -> Any:
+    """``from dpnet.run import main`` (and the other names of :mod:`dpnet.cli`), loaded when
+    first asked for."""
+    from dpnet import cli
 
-
-def run_mpi_backend(config: RunConfig, started_at: float) -> int:
-    """This process is one rank of an MPI world, one machine of the job."""
-    from threadpoolctl import threadpool_limits
-
-    from dpnet.network import mpi_comm
-
-    # One BLAS thread per rank: with more ranks than cores, BLAS worker threads spinning
-    # beside the ranks made an 8-rank ring 17x slower per round (measured on 2 cores).
-    threadpool_limits(limits=1, user_api="blas")
-    mpi_comm.install_abort_hook()
-    world = mpi_comm.MPISetup(config.peer_timeout, _launcher_rank()[0])
-    if (error := world_size_error(config, world.size, dict(os.environ))) is not None:
-        return fail(error, world.rank)  # every rank finds the same
-    try:
-        return machine_job(world, config, started_at)
-    except PeerFault as exc:
-        # no MPI_Finalize: it would wait for the silent peer; mpiexec ends the reachable ranks
-        print(f"dpnet: {exc}; nothing written", file=sys.stderr, flush=True)
-        os._exit(EXIT_PEER_FAULT)
-
-
-def main(argv: list[str] | None = None, *, started_at: float | None = None) -> int:
-    """The main job; exit code. Start-up (report: ``timing.startup_seconds``) is timed from
-    ``started_at`` (a ``time.perf_counter()`` reading; default: this call)."""
-    started_at = time.perf_counter() if started_at is None else started_at
-    launcher_rank, launched = _launcher_rank()
-    try:
-        config = parse_config(argv)
-    except DpnetError as exc:
-        return fail(str(exc), launcher_rank)
-    if (error := launch_error(config, dict(os.environ), launched)) is not None:
-        return fail(error, launcher_rank or int(os.environ.get("SLURM_PROCID", "0")))
-    # under mpiexec (even -n 1) every rank is one machine
-    if launched and config.backend not in ("threads", "simulated"):
-        try:
-            return run_mpi_backend(config, started_at)
-        except KeyboardInterrupt:  # mpiexec forwards Ctrl-C to every rank it can reach
-            if launcher_rank == 0:
-                print("dpnet: interrupted: nothing written", file=sys.stderr, flush=True)
-            os._exit(EXIT_INTERRUPTED)  # no MPI_Finalize: the other ranks are stopping too
-    try:
-        if config.backend == "simulated":
-            return run_simulated_backend(config, started_at)
-        return run_threads_backend(config, started_at)
-    except KeyboardInterrupt:
-        print(
-            "dpnet: interrupted: every machine stopped, nothing written",
-            file=sys.stderr,
-            flush=True,
-        )
-        return EXIT_INTERRUPTED
+    return getattr(cli, name)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(started_at=dpnet.IMPORTED_AT))  # the process's imports count
-    except BrokenPipeError:  # output piped into head & co.
-        sys.stderr.close()
-        sys.exit(0)
+    entry()

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
+import signal
 import sys
 import threading
 import time
@@ -26,7 +28,13 @@ import mpi4py
 import networkx as nx
 import numpy as np
 
-from dpnet.errors import EXIT_MACHINE_FAILED, EXIT_PEER_FAULT, failure_line
+from dpnet.errors import (
+    EXIT_MACHINE_FAILED,
+    EXIT_PEER_FAULT,
+    failure_line,
+    interrupted_exit,
+    signal_exception,
+)
 from dpnet.network.comm import (
     DEFAULT_PEER_TIMEOUT,
     SETUP_STAGE,
@@ -51,32 +59,48 @@ WATCH_SECONDS = 0.1  # how often the start-up watchdog looks at its deadline
 
 def start_within(seconds: float, rank: int) -> None:
     """MPI_Init_thread, ended by exit 5 and one line if it has not returned within ``seconds``
-    (a :class:`Deadline`) of this rank's waiting. MPI_Init waits for every rank of the world;
-    a rank stopped or hung before it kept the others there for as long (it holds the
-    interpreter when mpi4py calls it, so nothing could end it). Called through ctypes, which
-    lets go of the interpreter, so a watchdog thread can. Nothing to do if MPI runs already
-    (a test process under pytest-mpi)."""
+    (a :class:`Deadline`) of this rank's waiting, and by exit 130 / 143 and one line on SIGINT /
+    SIGTERM. MPI_Init waits for every rank of the world; a rank stopped, hung or interrupted
+    before it kept the others there for as long (mpi4py calls it holding the interpreter, so
+    nothing could end it). Called through ctypes, which lets go of the interpreter, so a
+    watchdog thread can; signals reach it through the interpreter's wakeup file descriptor
+    (Python runs signal handlers only once the main thread returns). Nothing to do if MPI
+    runs already (a test process under pytest-mpi). Call from the main thread."""
     if MPI.Is_initialized():
         return
     started = threading.Event()
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    previous = signal.set_wakeup_fd(wake_write)
+
+    def end(code: int, line: str) -> None:
+        if rank == 0 or code == EXIT_PEER_FAULT:
+            print(line, file=sys.stderr, flush=True)
+        os._exit(code)
 
     def watchdog() -> None:
         deadline = Deadline(seconds)
-        while not started.wait(WATCH_SECONDS):
-            if deadline.expired():
-                print(
+        while not started.is_set():
+            readable, _, _ = select.select([wake_read], [], [], WATCH_SECONDS)
+            if readable and not started.is_set():
+                end(*interrupted_exit(signal_exception(os.read(wake_read, 1)[0])))
+            if deadline.expired() and not started.is_set():
+                end(
+                    EXIT_PEER_FAULT,
                     f"dpnet: machine {rank}: not every machine started MPI within {seconds:g} s "
                     "(--peer-timeout); nothing written",
-                    file=sys.stderr,
-                    flush=True,
                 )
-                os._exit(EXIT_PEER_FAULT)
 
-    threading.Thread(target=watchdog, name="mpi-start-watchdog", daemon=True).start()
+    guard = threading.Thread(target=watchdog, name="mpi-start-watchdog", daemon=True)
+    guard.start()
     provided = ctypes.c_int()
     init = ctypes.CDLL(MPI.__file__).MPI_Init_thread  # the library mpi4py is linked to
     code = init(None, None, ctypes.c_int(MPI.THREAD_MULTIPLE), ctypes.byref(provided))
     started.set()
+    guard.join()
+    signal.set_wakeup_fd(previous)
+    os.close(wake_read)
+    os.close(wake_write)
     if code != 0:
         raise RuntimeError(f"MPI_Init_thread failed with error code {code}")
 
