@@ -7,6 +7,23 @@ from typing import Any
 
 import numpy as np
 
+from dpnet.report import write_atomic
+
+
+def save_figure(fig: Any, path: str | Path) -> None:
+    """Write ``fig`` atomically (:func:`dpnet.report.write_atomic`: a full disk or an interrupt
+    leaves the previous plot, not a truncated one) in the format its suffix names, then close
+    it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fmt = path.suffix.lstrip(".").lower() or None
+    try:
+        write_atomic(path, lambda handle: fig.savefig(handle, format=fmt, dpi=110))
+    finally:
+        plt.close(fig)
+
 
 def plot_convergence(report: dict[str, Any], path: str | Path) -> None:
     """Convergence from the report's history (every round): the distance of the objective to
@@ -46,9 +63,7 @@ def plot_convergence(report: dict[str, Any], path: str | Path) -> None:
     )
     ax_res.legend()
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_cross_validation(report: dict[str, Any], path: str | Path) -> None:
@@ -72,6 +87,4 @@ def plot_cross_validation(report: dict[str, Any], path: str | Path) -> None:
     )
     ax.legend()
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)

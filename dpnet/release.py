@@ -18,7 +18,7 @@ from dpnet.decentralized.machine import consensus_model
 from dpnet.errors import EXIT_NO_ESTIMATE, EXIT_PLOT_FAILED
 from dpnet.job import JobOutcome
 from dpnet.network.topology import describe_topology
-from dpnet.report import STOP_WARNINGS, build_report, summary_lines, write_json_atomic
+from dpnet.report import FROZEN_HINT, STOP_WARNINGS, build_report, summary_lines, write_json_atomic
 from dpnet.setup import SetUp
 
 NO_ESTIMATE = ("non-finite", "diverged")
@@ -100,8 +100,10 @@ def finish(
     budgeted = config.privacy == "record" and report["stop_reason"] == "max_rounds"
     if report["stop_reason"] in STOP_WARNINGS and not budgeted:  # also with --quiet
         # (under --privacy record the noise keeps the residuals up: the rounds are the budget)
+        reason = report["stop_reason"]
+        hint = FROZEN_HINT if reason == "max_rounds" and config.c is not None else ""
         print(
-            f"dpnet: warning: stop {report['stop_reason']}: {STOP_WARNINGS[report['stop_reason']]}",
+            f"dpnet: warning: stop {reason}: {STOP_WARNINGS[reason]}{hint}",
             file=sys.stderr,
             flush=True,
         )

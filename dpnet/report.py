@@ -12,8 +12,9 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,9 +47,9 @@ STOP_WARNINGS = {
     "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
     "coefficients are not an optimum",
     "max_rounds": "--max-rounds reached before the residuals fell below --tol: the "
-    "coefficients are not the optimum (a --c far above the default freezes the iterates; "
-    "leave --c out, or raise --max-rounds)",
+    "coefficients are not the optimum",
 }
+FROZEN_HINT = " (a --c far above the default freezes the iterates: leave --c out)"
 FEATURES_NOTE = (
     "features are NOT protected: randomized response privatises labels only "
     "(epsilon-label-DP for one replaced label)"
@@ -351,24 +352,32 @@ def check_output_paths(config: RunConfig) -> None:
             )
 
 
-def write_json_atomic(path: str | Path, payload: dict[str, Any]) -> None:
-    """Write to a temporary file in the same folder, then rename: never a half-written file.
+def write_atomic(path: str | Path, write: Callable[[IO[bytes]], object]) -> None:
+    """``write(handle)`` into a temporary file in the same folder, then rename: the file at
+    ``path`` is the old one or the complete new one, never half of it (a full disk, a signal,
+    a crash while writing); the temporary file is removed on any failure.
 
     The file gets mode 0644 (less what the umask removes), like a file created by ``open``:
     mkstemp's 0600 would make results unreadable to anyone but their owner.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)
     try:
         os.fchmod(fd, FILE_MODE & ~umask)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(strict_json(payload), fh, indent=2, allow_nan=False)
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: str | Path, payload: dict[str, Any]) -> None:
+    """The JSON of ``payload`` (:func:`strict_json`), written by :func:`write_atomic`."""
+    text = json.dumps(strict_json(payload), indent=2, allow_nan=False)
+    write_atomic(path, lambda handle: handle.write(text.encode()))
 
 
 def strict_json(obj: Any) -> Any:
