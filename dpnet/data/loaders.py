@@ -15,12 +15,14 @@ import gzip
 import io
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from dpnet.data.dataset import GroupData
 from dpnet.data.labels import DEFAULT_LABELS, LabelDomain
+from dpnet.data.memory import check_fits
 from dpnet.errors import ConfigError, DataError
 
 FORMATS = ("npz", "csv", "libsvm")
@@ -141,12 +143,35 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
             missing = [k for k in ("X", "y") if k not in npz.files]
             if missing:
                 raise DataError(f"{path}: npz archive lacks array(s) {missing}")
-            groups = npz["groups"] if "groups" in npz.files else None
-            return npz["X"], npz["y"], groups
+            names = ("X", "y", "groups") if "groups" in npz.files else ("X", "y")
+            arrays = [_npz_member(path, npz, name) for name in names]
+            return arrays[0], arrays[1], arrays[2] if len(arrays) == 3 else None
     except DataError:
         raise
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise DataError(f"{path}: not a readable npz archive ({_one_line(exc)})") from None
+
+
+def _npz_member(path: Path, npz: Any, name: str) -> np.ndarray:
+    """Member ``name`` of an open npz archive, its size checked from the .npy header before
+    it is read. A member that is not an .npy array (numpy then hands back its raw bytes, e.g.
+    a pickle) is refused."""
+    with npz.zip.open(f"{name}.npy") as member:
+        try:
+            version = np.lib.format.read_magic(member)
+        except ValueError:
+            raise DataError(f"{path}: member {name!r} is not a .npy array") from None
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read_header(member)
+    check_fits(shape, f"{path}: array {name!r}", max(dtype.itemsize, 1))
+    array = npz[name]
+    if not isinstance(array, np.ndarray):
+        raise DataError(f"{path}: member {name!r} is not a .npy array")
+    return array
 
 
 def _is_number(token: str) -> bool:
@@ -232,8 +257,9 @@ def _load_libsvm(path: Path, n_features: int | None) -> tuple[np.ndarray, np.nda
 
     try:
         X, y = load_svmlight_file(str(path), n_features=n_features)
-    except (OSError, ValueError, EOFError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError, EOFError, UnicodeDecodeError, OverflowError) as exc:
         raise DataError(f"{path}: not a readable LIBSVM file ({_one_line(exc)})") from None
+    check_fits(X.shape, f"{path}: densifying its largest feature index")
     return X.toarray(), y
 
 

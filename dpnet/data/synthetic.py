@@ -17,6 +17,7 @@ import numpy as np
 from scipy.special import expit
 
 from dpnet.data.dataset import GroupData
+from dpnet.data.memory import check_fits
 from dpnet.errors import ConfigError
 
 LABEL_RULES = ("bernoulli", "threshold")
@@ -49,6 +50,8 @@ def make_group_logistic(
         raise ConfigError(f"n_samples must be >= 1, got {n_samples}")
     if label_rule not in LABEL_RULES:
         raise ConfigError(f"label_rule must be one of {LABEL_RULES}, got {label_rule!r}")
+    # u, the powers and X at once, then rank 0's shards cut from X
+    check_fits((n_samples, 3 * n_groups), f"{n_samples} synthetic rows", copies=3)
     beta = true_coefficient(n_groups)
     u = rng.standard_normal((n_samples, n_groups))
     X = np.ascontiguousarray((u[:, :, None] ** np.arange(1, 4)).reshape(n_samples, 3 * n_groups))
