@@ -9,6 +9,7 @@ algorithm has finished.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -21,31 +22,61 @@ rounds take milliseconds, so a minute means the neighbour (or the link to it) is
 
 
 SETUP_STAGE = "the same step of set-up"
-MAX_COUNTED_GAP_SECONDS = 0.5
-"""The longest gap between two looks at a deadline that counts in full. Waits look every
-0.1-200 ms; a longer gap means this process did not run (the whole job was stopped with
-Ctrl-Z or SIGSTOP, or its host was suspended), and a neighbour cannot be blamed for it."""
+TICK_SECONDS = 0.1  # how often the awake clock's ticker looks at the time
+MAX_TICK_GAP_SECONDS = 0.5
+"""A gap between two ticks longer than this means the process did not run (the whole job was
+stopped with Ctrl-Z or SIGSTOP, its host suspended): the excess is not awake time."""
+
+
+class _AwakeClock:
+    """Seconds this process has been running: ``time.monotonic()`` less the time it was
+    stopped, which a daemon ticker thread (started on first use) sees as gaps between its
+    ticks. A gap not ticked yet (the process was just continued) counts already."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._suspended = 0.0
+        self._last_tick = time.monotonic()
+        self._ticker: threading.Thread | None = None
+
+    def _pending(self, now: float) -> float:
+        return max(0.0, now - self._last_tick - MAX_TICK_GAP_SECONDS)
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(TICK_SECONDS)
+            with self._lock:
+                now = time.monotonic()
+                self._suspended += self._pending(now)
+                self._last_tick = now
+
+    def now(self) -> float:
+        with self._lock:
+            if self._ticker is None:
+                self._last_tick = time.monotonic()
+                self._ticker = threading.Thread(target=self._tick, name="awake-clock", daemon=True)
+                self._ticker.start()
+            now = time.monotonic()
+            return now - self._suspended - self._pending(now)
+
+
+AWAKE_CLOCK = _AwakeClock()
 
 
 class Deadline:
-    """``seconds`` of this process's waiting time, counted between successive :meth:`expired`
-    calls, each gap at most :data:`MAX_COUNTED_GAP_SECONDS`: a stalled neighbour is detected
-    after ``seconds`` of waiting, a whole job stopped and continued is not (a stop of any
-    length costs at most one gap)."""
+    """``seconds`` of this process's running time from now (:data:`AWAKE_CLOCK`): a stalled
+    neighbour is detected after ``seconds`` of waiting, a whole job stopped and continued is
+    not blamed on one (the stop does not count). Waits may block until :meth:`remaining` is
+    over and look again: nothing needs to poll."""
 
     def __init__(self, seconds: float) -> None:
-        self.left = float(seconds)
-        self._last = time.monotonic()
+        self._end = AWAKE_CLOCK.now() + float(seconds)
+
+    def remaining(self) -> float:
+        return max(0.0, self._end - AWAKE_CLOCK.now())
 
     def expired(self) -> bool:
-        now = time.monotonic()
-        self.left -= min(now - self._last, MAX_COUNTED_GAP_SECONDS)
-        self._last = now
-        return self.left <= 0
-
-    def slice(self, at_most: float) -> float:
-        """How long the next wait may block: ``at_most`` or what is left, if less."""
-        return max(0.0, min(self.left, at_most))
+        return self.remaining() <= 0.0
 
 
 class PeerFault(Exception):

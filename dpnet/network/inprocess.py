@@ -33,7 +33,7 @@ from dpnet.network.comm import (
 )
 
 JOIN_POLL_SECONDS = 0.2
-WAIT_SLICE_SECONDS = 0.2  # a waiting machine looks at the stop flag this often
+STOP = np.empty(0)  # put in every mailbox by abort(): the receiver stops
 INTERRUPT_GRACE_SECONDS = 5.0
 FAILURE_GRACE_SECONDS = 1.0  # after a failure, how long the other machines get to stop
 
@@ -62,9 +62,13 @@ class _SharedState:
         }
 
     def abort(self) -> None:
+        """Every waiting machine wakes and raises Stopped: rendezvous are notified, and each
+        mailbox gets :data:`STOP` (a receiver never waits on a deadline it cannot meet)."""
         self.stop.set()
         with self._changed:
             self._changed.notify_all()
+        for box in self.mailboxes.values():
+            box.put(STOP)
 
     def wait_all(self, rank: int, timeout: float, stage: str) -> None:
         """Every machine's thread reaches this point: Stopped if another failed meanwhile,
@@ -83,7 +87,7 @@ class _SharedState:
                     raise Stopped(f"machine {rank} stopped: another machine failed")
                 if deadline.expired():
                     raise PeerSilent(rank, None, timeout, stage)
-                self._changed.wait(deadline.slice(WAIT_SLICE_SECONDS))
+                self._changed.wait(deadline.remaining())  # woken by the last arrival or abort
 
 
 class InProcessCommunicator:
@@ -119,9 +123,12 @@ class InProcessCommunicator:
             if deadline.expired():
                 raise PeerSilent(self.rank, neighbour, self._shared.peer_timeout)
             try:
-                return box.get(timeout=deadline.slice(WAIT_SLICE_SECONDS))
+                message = box.get(timeout=deadline.remaining())
             except queue.Empty:
-                continue
+                continue  # the deadline, unless the process was stopped meanwhile
+            if message is STOP:
+                raise Stopped(f"machine {self.rank} stopped: another machine failed")
+            return message
 
     def gather_to_root(self, obj: Any) -> list[Any] | None:
         gathered = _allgather(self._shared, self.rank, obj, "the end of the run")
