@@ -46,6 +46,7 @@ from dpnet.errors import DpnetError
 FORMAT_VERSION = 3
 LEAKY_FORMATS = {2: "it holds the randomized-response stream's state, which gives every raw label"}
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+TEMP_PREFIX, TEMP_SUFFIX = ".round-", ".tmp"  # a checkpoint being written
 _ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in")
 
 
@@ -152,6 +153,7 @@ class Checkpointer:
         self.prints = prints
         self.y_randomized = y_randomized
         self.traffic = traffic
+        self._swept = False
 
     def __call__(self, state: LoopState) -> None:
         if state.round % self.every == 0:
@@ -173,8 +175,12 @@ class Checkpointer:
         arrays["y_randomized"] = self.y_randomized
         arrays["meta"] = np.array(json.dumps(meta))
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self._swept:  # a machine killed while writing (kill -9) left its temporary file
+            for stale in self.dir.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
+                stale.unlink(missing_ok=True)
+            self._swept = True
         target = self.dir / f"round-{state.round:010d}.npz"
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".round-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
         try:
             with os.fdopen(fd, "wb") as handle:
                 _write_npz(handle, arrays)

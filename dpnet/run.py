@@ -49,8 +49,9 @@ def entry() -> None:
     """Run the main job as a program. While the imports load, SIGINT and SIGTERM end the
     process at once (one line); from then on SIGINT raises KeyboardInterrupt and SIGTERM
     :class:`~dpnet.errors.Terminated`, which every backend turns into the same stop, and one
-    that reaches this function ends the process here. A SIGINT the parent set to be ignored
-    (``nohup``, a shell's background job) stays ignored."""
+    that reaches this function ends the process here; once the job has returned, signals are
+    ignored while the process tears down. A SIGINT the parent set to be ignored (``nohup``, a
+    shell's background job) stays ignored."""
     sigint_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     if not sigint_ignored:
         signal.signal(signal.SIGINT, _exit_now)
@@ -62,6 +63,10 @@ def entry() -> None:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _terminate)
         code = main(started_at=dpnet.IMPORTED_AT)  # the process's imports count
+        # the job is over, its files written: a signal in the teardown (MPI_Finalize, atexit)
+        # would kill the process by the signal (mpiexec then said "exit 2") for nothing lost
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     except KeyboardInterrupt as exc:
         _stop(exc)
     except BrokenPipeError:  # output piped into head & co.

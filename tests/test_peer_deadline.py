@@ -25,7 +25,7 @@ from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.network.comm import PeerSilent
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
-from tests.launch import finish_job, rank_pids, run_job, session_processes, start_job
+from tests.launch import finish_job, run_job, session_processes, start_job
 
 TIMEOUT = 2.0
 SLACK = 6.0  # start-up and the stop itself, on 2 oversubscribed cores
@@ -115,27 +115,6 @@ def _wait_for(condition, seconds: float) -> None:  # noqa: ANN001
         time.sleep(0.02)
 
 
-@pytest.mark.mpi_launch
-def test_mpi_rank_stopped_during_start_up_ends_the_job(tmp_path: Path) -> None:
-    """SIGSTOP of one rank as soon as it exists (its imports, before round 1): the others
-    waited as long as it was stopped; now the set-up deadline ends the job with exit 5, the
-    line saying set-up, nothing written, no process left."""
-    out = tmp_path / "r.json"
-    args = ["--n-samples", "400", "--seed", "1", "--peer-timeout", str(TIMEOUT), "--quiet"]
-    job = start_job([*args, "--output", str(out)], n_ranks=5)
-    _wait_for(lambda: 3 in rank_pids(job), 20)
-    os.kill(rank_pids(job)[3], signal.SIGSTOP)
-    start = time.monotonic()
-    done = finish_job(job, 60)
-    assert done.returncode in (5, 9), done.stderr  # 9: hydra SIGKILLed the stopped rank
-    # stopped in its imports: the others' MPI_Init waits for it (set-up's deadline if later)
-    assert re.search(
-        r"not every machine (started MPI|reached the same step of set-up) within 2 s", done.stderr
-    ), done.stderr
-    assert not out.exists() and session_processes(done.session) == []
-    assert time.monotonic() - start < 20
-
-
 @pytest.mark.parametrize("n_ranks", [None, pytest.param(4, marks=pytest.mark.mpi_launch)])
 def test_a_whole_job_stopped_and_continued_finishes(tmp_path: Path, n_ranks) -> None:  # noqa: ANN001
     """Ctrl-Z, then fg, for twice the peer deadline, while the machines are in their rounds:
@@ -143,7 +122,7 @@ def test_a_whole_job_stopped_and_continued_finishes(tmp_path: Path, n_ranks) -> 
     process's waiting, not the wall clock; it was exit 5 on continuing)."""
     out = tmp_path / "r.json"
     args = ["--n-samples", "400", "--seed", "1", "--peer-timeout", "1", "--tol", "1e-14"]
-    args += ["--max-rounds", "1500", "--progress-every", "1", "--output", str(out)]
+    args += ["--max-rounds", "500", "--progress-every", "1", "--output", str(out)]
     if n_ranks is None:
         args += ["--machines", "4"]
     job = start_job(args, n_ranks=n_ranks)
@@ -159,4 +138,4 @@ def test_a_whole_job_stopped_and_continued_finishes(tmp_path: Path, n_ranks) -> 
         os.kill(pid, signal.SIGCONT)
     done = finish_job(job, 120)
     assert done.returncode == 0, done.stderr
-    assert json.loads(out.read_text())["rounds"] == 1500
+    assert json.loads(out.read_text())["rounds"] == 500

@@ -1,0 +1,154 @@
+"""Chaos: kills, stalls and signals at chosen moments of a run (start-up, rounds, writing), on
+both MPI and in-process, then ``--resume``. Every outcome must be a documented exit code with
+no process left and no half-written file, and every resumed run bitwise equal to the
+uninterrupted one.
+
+The case list below is the sweep (it is rerun by CI with the suite). A moment is either a time
+after launch (``after``: the imports, MPI's start-up and set-up take ~0.5-2 s) or the round
+whose progress line rank 0 has printed (``at_round``, rounds 1..60); ``written`` is just after
+the line saying the results were written. Documented exit codes (README, "Exit codes"): 1 a
+machine failed, 5 a silent neighbour (the launcher may say 9 when it had to kill a stopped or
+killed rank itself), 130 SIGINT, 143 SIGTERM; 0 when the run had already finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.launch import Job, finish_job, rank_pids, run_job, session_processes, start_job
+
+COMMON = ["--seed", "7", "--n-samples", "600", "--n-test", "200", "--tol", "1e-14"]
+ROUNDS = ["--max-rounds", "60", "--peer-timeout", "2"]
+EVERY = ["--checkpoint-every", "5", "--progress-every", "1"]
+SAME = ("coef", "intercept", "rounds", "stop_reason", "objective", "history", "test_accuracy")
+MPI_RANKS = 5
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    mpi: bool
+    action: str  # SIGKILL / SIGSTOP of one rank; SIGINT / SIGTERM of the job; "fail" injected
+    rank: int | None = None  # the rank acted on (None: the job's first process)
+    after: float | None = None
+    at_round: int | None = None
+    written: bool = False
+    codes: tuple[int, ...] = ()
+
+
+CASES = [
+    Case("mpi-kill-rank-in-start-up", True, "SIGKILL", rank=2, after=0.8, codes=(5, 9)),
+    Case("mpi-kill-rank-in-rounds", True, "SIGKILL", rank=3, at_round=12, codes=(5, 9)),
+    Case("mpi-kill-rank-0-late", True, "SIGKILL", rank=0, at_round=47, codes=(5, 9)),
+    Case("mpi-stop-rank-in-rounds", True, "SIGSTOP", rank=1, at_round=21, codes=(5, 9)),
+    Case("mpi-stop-rank-in-start-up", True, "SIGSTOP", rank=4, after=0.5, codes=(5, 9)),
+    Case("mpi-interrupt-in-rounds", True, "SIGINT", at_round=30, codes=(130,)),
+    Case("mpi-terminate-in-start-up", True, "SIGTERM", after=1.2, codes=(143,)),
+    Case("mpi-interrupt-after-writing", True, "SIGINT", written=True, codes=(0, 130)),
+    Case("threads-interrupt-in-rounds", False, "SIGINT", at_round=25, codes=(130,)),
+    Case("threads-terminate-in-start-up", False, "SIGTERM", after=0.4, codes=(143,)),
+    Case("threads-machine-fails", False, "fail", rank=3, at_round=33, codes=(1,)),
+    Case("threads-terminate-after-writing", False, "SIGTERM", written=True, codes=(0, 143)),
+]
+
+
+def _args(tmp_path: Path, name: str, *extra: str, mpi: bool) -> tuple[list[str], Path]:
+    out = tmp_path / f"{name}.json"
+    args = [*COMMON, *ROUNDS, *extra, "--output", str(out)]
+    return (args if mpi else [*args, "--machines", str(MPI_RANKS)]), out
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The reference: the same run, not interrupted (in-process; the backends agree bitwise)."""
+    args, out = _args(tmp_path_factory.mktemp("chaos"), "full", "--quiet", mpi=False)
+    done = run_job(args, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_text())
+
+
+def _wait_for_moment(job: Job, case: Case) -> None:
+    if case.after is not None:
+        time.sleep(case.after)
+        return
+    assert job.proc.stderr is not None
+    for line in job.proc.stderr:
+        if case.at_round is not None and line.startswith(f"round {case.at_round:5d}"):
+            return
+    # stderr closed: the run ended (the results line goes to stdout; see _act_after_writing)
+
+
+def _act(job: Job, case: Case) -> None:
+    if case.action in ("SIGINT", "SIGTERM") and case.rank is None:
+        job.proc.send_signal(getattr(signal, case.action))  # python, or mpiexec (it forwards)
+        return
+    pids = {}
+    give_up = time.monotonic() + 20
+    while case.rank not in pids and time.monotonic() < give_up:
+        pids = rank_pids(job)
+        time.sleep(0.02)
+    os.kill(pids[case.rank], getattr(signal, case.action))
+
+
+def _act_after_writing(job: Job, case: Case) -> None:
+    assert job.proc.stdout is not None
+    for line in job.proc.stdout:
+        if "results written to" in line:
+            break
+    job.proc.send_signal(getattr(signal, case.action))
+
+
+def _same_run(a: dict, b: dict) -> None:
+    for key in SAME:
+        assert a[key] == b[key], key
+
+
+@pytest.mark.mpi_launch
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_chaos_then_resume(tmp_path: Path, uninterrupted: dict, case: Case) -> None:
+    ck = tmp_path / "ck"
+    extra = [*EVERY, "--checkpoint", str(ck)]
+    env = {"DPNET_FAIL_AT": f"{case.rank}:{case.at_round}"} if case.action == "fail" else None
+    args, out = _args(tmp_path, "chaos", *extra, mpi=case.mpi)
+    job = start_job(args, n_ranks=MPI_RANKS if case.mpi else None, env=env)
+    if case.written:
+        _act_after_writing(job, case)
+    elif case.action != "fail":
+        _wait_for_moment(job, case)
+        _act(job, case)
+    done = finish_job(job, 90)
+    assert done.returncode in case.codes, (done.returncode, done.stderr[-2000:])
+    if case.action == "SIGSTOP":  # the others' deadline, naming what they waited for
+        assert re.search(
+            r"no message from neighbour \d+|not every machine (started MPI|reached)", done.stderr
+        ), done.stderr
+    assert "Traceback" not in done.stderr and "Segmentation" not in done.stderr, done.stderr
+    give_up = time.monotonic() + 10  # the launcher reaps its ranks
+    while session_processes(done.session) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    assert session_processes(done.session) == []
+    assert not list(tmp_path.glob(".*.tmp"))  # (a rank killed while checkpointing may leave one)
+    if done.returncode == 0 or case.written:  # it had written the results: the whole of them
+        _same_run(json.loads(out.read_text()), uninterrupted)
+        return
+    assert not out.exists()  # nothing half-written
+    resume_args, resumed_out = _args(
+        tmp_path, "resumed", "--quiet", "--checkpoint", str(ck), "--resume", str(ck), mpi=case.mpi
+    )
+    again = run_job(resume_args, n_ranks=MPI_RANKS if case.mpi else None, timeout=120)
+    if again.returncode == 2:  # stopped before every machine had written a checkpoint
+        assert "has no checkpoint" in again.stderr, again.stderr
+        return
+    assert again.returncode == 0, again.stderr
+    assert not list(ck.glob("machine-*/.*.tmp"))  # the resumed machines swept them
+    resumed = json.loads(resumed_out.read_text())
+    assert resumed["resumed_from_round"] % 5 == 0
+    _same_run(resumed, uninterrupted)
