@@ -9,7 +9,7 @@ from typing import Any
 
 from dpnet import __version__
 from dpnet.data.labels import LabelDomain
-from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.admm import MAX_PENALTY, ADMMConfig
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.record import DEFAULT_DELTA
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
@@ -366,8 +366,9 @@ class RunConfig:
         checks = [
             (0 < self.lam < math.inf, f"--lam must be finite and > 0, got {self.lam}"),
             (
-                self.c is None or 0 < self.c < math.inf,
-                f"--c must be finite and > 0, got {self.c}",
+                self.c is None or 0 < self.c <= MAX_PENALTY,
+                f"--c must lie in (0, {MAX_PENALTY:.0e}] (a larger penalty freezes the "
+                f"iterates; leave --c out for the graph's spectral start), got {self.c}",
             ),
             (0 < self.alpha_z <= 1, f"--alpha-z must lie in (0, 1], got {self.alpha_z}"),
             (

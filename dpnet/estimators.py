@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet import streams
 from dpnet.data.partition import split_rows
-from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.admm import MAX_PENALTY, ADMMConfig
 from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.machine import (
@@ -219,10 +219,15 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
                 f"theta_solver={self.theta_solver!r} needs backend='threads' (the simulated "
                 "backend runs the Newton theta step)"
             )
-        for name in ("lam", "c", "tol"):
+        for name in ("lam", "tol"):
             value = getattr(self, name)
-            if not (name == "c" and value is None) and not 0 < value < math.inf:
+            if not 0 < value < math.inf:
                 raise ValueError(f"{name} must be finite and > 0, got {value}")
+        if self.c is not None and not 0 < self.c <= MAX_PENALTY:
+            raise ValueError(
+                f"c must lie in (0, {MAX_PENALTY:.0e}] (a larger penalty freezes the iterates; "
+                f"None: the graph's spectral start), got {self.c}"
+            )
         group_labels, weights = self._group_labels(groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
         shards = [

@@ -341,6 +341,24 @@ def test_scaled_residual_counts_the_dual_variables_motion():
     assert np.array_equal(arrays, [2e-11, 2.0])
 
 
+@pytest.mark.parametrize("c", ["1e-300", "1e6", "1e12"])
+def test_no_penalty_in_range_is_mistaken_for_convergence(tmp_path, capsys, c):
+    """The whole accepted range of --c: never 'converged' when the default needs 239 rounds."""
+    out = tmp_path / "r.json"
+    assert (
+        main(["--c", c, "--seed", "1", "--max-rounds", "100", "--quiet", "--output", str(out)]) == 0
+    )
+    assert json.loads(out.read_text())["stop_reason"] == "max_rounds"
+    capsys.readouterr()
+
+
+def test_a_penalty_beyond_the_range_is_refused(capsys):
+    """--c 1e300 made theta - Z ~ 1e-300, whose square is 0: even c r read 0 ('converged')."""
+    assert "--c must lie in (0, 1e+12]" in _error_line(capsys, ["--c", "1e300"])
+    with pytest.raises(ValueError, match="c must lie in"):
+        DecentralizedGroupLassoLogistic(c=1e13).fit(np.eye(4), [0, 1, 0, 1])
+
+
 def test_a_penalty_that_freezes_the_iterates_is_not_reported_converged(tmp_path, capsys):
     """--c 1e10 moved nothing: it exited 0 'converged' after 5 rounds with beta = 0 and the
     objective log 2. Now the run is not 'converged', and the warning says why."""

@@ -44,6 +44,11 @@ STALL_SECONDS = 3600.0
 NO_CHANGES = np.empty((0, 2))  # LoopState.penalty_changes before the first change
 NO_CHANGES.setflags(write=False)
 PENALTY_SCALE = 0.21  # kappa of the spectral start, measured in docs/algorithms.md
+MAX_PENALTY = 1e12
+"""The largest c accepted: the default is ~1e-3-1, and beyond ~1e6 the iterates hardly move
+(the stop rule then runs to max_rounds and says so); beyond ~1e150 theta - Z ~ 1/c squares
+to 0 and even the rule's c r term (:func:`~dpnet.decentralized.steps.scaled_residual`) would
+read 0: --c 1e300 stopped "converged" after 5 rounds with beta = 0."""
 
 
 @dataclass(frozen=True)
