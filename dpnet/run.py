@@ -17,7 +17,13 @@ from types import FrameType
 from typing import Any
 
 import dpnet
-from dpnet.errors import Terminated, interrupted_exit, signal_exception
+from dpnet.errors import (
+    EXIT_MACHINE_FAILED,
+    Terminated,
+    failure_line,
+    interrupted_exit,
+    signal_exception,
+)
 
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 
@@ -72,6 +78,11 @@ def entry() -> None:
     except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
         code = 0
+    except Exception as exc:
+        if sys.excepthook is not sys.__excepthook__:
+            raise  # under MPI: the abort hook ends every rank with this line
+        print(failure_line(launcher_rank()[0], exc), file=sys.stderr, flush=True)
+        code = EXIT_MACHINE_FAILED
     sys.exit(code)
 
 

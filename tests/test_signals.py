@@ -51,3 +51,24 @@ def test_mpi_signal_at_any_moment(tmp_path, signum, after) -> None:  # noqa: ANN
     code, line = EXPECTED[signum]
     assert (done.returncode, done.stderr.strip()) == (code, line), done.stderr
     assert not out.exists() and session_processes(done.session) == []
+
+
+def test_an_unexpected_exception_outside_the_machines_is_one_line(monkeypatch, capsys) -> None:  # noqa: ANN001
+    """Outside the machines (whose faults are MachineFailure lines) a bug in the job's own code
+    was a traceback; the entry point turns it into the one line of a failed machine, exit 1."""
+    import dpnet.cli
+    from dpnet.run import entry
+
+    def broken(**_: object) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(dpnet.cli, "main", broken)
+    saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as ended:
+            entry()
+    finally:
+        signal.signal(signal.SIGINT, saved[0])
+        signal.signal(signal.SIGTERM, saved[1])
+    assert ended.value.code == 1
+    assert capsys.readouterr().err == "dpnet: rank 0 failed: RuntimeError: a bug\n"
