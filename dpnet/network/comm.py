@@ -22,6 +22,7 @@ rounds take milliseconds, so a minute means the neighbour (or the link to it) is
 
 
 SETUP_STAGE = "the same step of set-up"
+END_STAGE = "the end of the run"  # the final gather
 TICK_SECONDS = 0.1  # how often the awake clock's ticker looks at the time
 MAX_TICK_GAP_SECONDS = 0.5
 """A gap between two ticks longer than this means the process did not run (the whole job was
@@ -89,7 +90,7 @@ class PeerSilent(PeerFault):
     gather, in time)."""
 
     def __init__(
-        self, rank: int, neighbour: int | None, seconds: float, stage: str = "the end of the run"
+        self, rank: int, neighbour: int | None, seconds: float, stage: str = END_STAGE
     ) -> None:
         super().__init__(rank, neighbour, seconds, stage)
         self.rank, self.neighbour, self.seconds, self.stage = rank, neighbour, seconds, stage

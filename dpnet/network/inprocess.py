@@ -26,6 +26,7 @@ from threadpoolctl import threadpool_limits
 
 from dpnet.network.comm import (
     DEFAULT_PEER_TIMEOUT,
+    END_STAGE,
     SETUP_STAGE,
     Deadline,
     PeerSilent,
@@ -70,11 +71,11 @@ class _SharedState:
         for box in self.mailboxes.values():
             box.put(STOP)
 
-    def wait_all(self, rank: int, timeout: float, stage: str) -> None:
+    def wait_all(self, rank: int, stage: str) -> None:
         """Every machine's thread reaches this point: Stopped if another failed meanwhile,
-        PeerSilent after ``timeout`` seconds of waiting (a :class:`Deadline`: a stopped and
+        PeerSilent after ``peer_timeout`` seconds of waiting (a :class:`Deadline`: a stopped and
         continued process does not count its stop)."""
-        deadline = Deadline(timeout)
+        deadline = Deadline(self.peer_timeout)
         with self._changed:
             generation = self._generation
             self._arrived += 1
@@ -86,7 +87,7 @@ class _SharedState:
                 if self.stop.is_set():
                     raise Stopped(f"machine {rank} stopped: another machine failed")
                 if deadline.expired():
-                    raise PeerSilent(rank, None, timeout, stage)
+                    raise PeerSilent(rank, None, self.peer_timeout, stage)
                 self._changed.wait(deadline.remaining())  # woken by the last arrival or abort
 
 
@@ -131,15 +132,15 @@ class InProcessCommunicator:
             return message
 
     def gather_to_root(self, obj: Any) -> list[Any] | None:
-        gathered = _allgather(self._shared, self.rank, obj, "the end of the run")
+        gathered = _allgather(self._shared, self.rank, obj, END_STAGE)
         return gathered if self.rank == 0 else None
 
 
 def _allgather(shared: _SharedState, rank: int, obj: Any, stage: str) -> list[Any]:
     shared.gathered[rank] = obj
-    shared.wait_all(rank, shared.peer_timeout, stage)
+    shared.wait_all(rank, stage)
     result = list(shared.gathered)
-    shared.wait_all(rank, shared.peer_timeout, stage)
+    shared.wait_all(rank, stage)
     return result
 
 
@@ -166,10 +167,10 @@ class ThreadWorld:
     def scatter_from_root(self, items: list[Any] | None) -> Any:
         if self.rank == 0:
             self._shared.scattered = items
-        self._shared.wait_all(self.rank, self._shared.peer_timeout, SETUP_STAGE)
+        self._shared.wait_all(self.rank, SETUP_STAGE)
         assert self._shared.scattered is not None
         item = self._shared.scattered[self.rank]
-        self._shared.wait_all(self.rank, self._shared.peer_timeout, SETUP_STAGE)
+        self._shared.wait_all(self.rank, SETUP_STAGE)
         return item
 
     def broadcast_from_root(self, obj: Any) -> Any:
@@ -178,7 +179,7 @@ class ThreadWorld:
     def communicator(self, graph: nx.Graph, peer_timeout: float) -> InProcessCommunicator:
         if self.rank == 0:
             self._shared.connect(graph, peer_timeout)
-        self._shared.wait_all(self.rank, self._shared.peer_timeout, SETUP_STAGE)
+        self._shared.wait_all(self.rank, SETUP_STAGE)
         return InProcessCommunicator(self.rank, list(graph.neighbors(self.rank)), self._shared)
 
     def free(self, comm: InProcessCommunicator) -> None:
