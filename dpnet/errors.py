@@ -3,6 +3,8 @@ exit codes of ``python -m dpnet.run`` (README, "Exit codes")."""
 
 from __future__ import annotations
 
+import signal
+
 EXIT_MACHINE_FAILED = 1  # an unexpected exception on some machine (MachineFailure)
 EXIT_BAD_INPUT = 2  # before the first round, or NetworkDataError: one line from rank 0
 EXIT_NO_ESTIMATE = 3  # stop_reason "non-finite" or "diverged"
@@ -26,8 +28,6 @@ def interrupted_exit(exc: KeyboardInterrupt) -> tuple[int, str]:
 
 def signal_exception(signum: int) -> KeyboardInterrupt:
     """The exception a signal stands for: Terminated for SIGTERM, else KeyboardInterrupt."""
-    import signal
-
     return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
