@@ -45,10 +45,20 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def _stop(exc: KeyboardInterrupt) -> None:
+    """One line (mpiexec signals every rank: from rank 0), then the process exits at once: no
+    atexit, no Python teardown; a started MPI world ends through MPI_Abort (see
+    :func:`dpnet.network.mpi_comm.end_after_signal`)."""
     code, line = interrupted_exit(exc)
-    if launcher_rank()[0] == 0:  # mpiexec signals every rank: one line, from rank 0
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C changes nothing now
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    rank = launcher_rank()[0]
+    mpi = sys.modules.get("dpnet.network.mpi_comm")
+    end_world = getattr(mpi, "end_after_signal", None)  # None: not (fully) imported
+    if end_world is not None:
+        end_world(code, line, rank)  # returns if MPI does not run
+    if rank == 0:
         print(line, file=sys.stderr, flush=True)
-    os._exit(code)  # no MPI_Finalize, no atexit: the other machines are stopping too
+    os._exit(code)
 
 
 def entry() -> None:

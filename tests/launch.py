@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,15 @@ def session_processes(marker: str) -> list[int]:
         if needle in environ and state != "Z":
             found.append(int(stat.parent.name))
     return found
+
+
+def processes_left(marker: str, within: float = 10.0) -> list[int]:
+    """:func:`session_processes` after waiting up to ``within`` seconds for them to end (a
+    launcher may return before the kernel has reaped every rank it killed)."""
+    give_up = time.monotonic() + within
+    while (left := session_processes(marker)) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    return left
 
 
 def mpiexec_path() -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch import Job, finish_job, rank_pids, run_job, session_processes, start_job
+from tests.launch import Job, finish_job, processes_left, rank_pids, run_job, start_job
 
 COMMON = ["--seed", "7", "--n-samples", "600", "--n-test", "200", "--tol", "1e-14"]
 ROUNDS = ["--max-rounds", "60", "--peer-timeout", "2"]
@@ -131,10 +131,7 @@ def test_chaos_then_resume(tmp_path: Path, uninterrupted: dict, case: Case) -> N
             r"no message from neighbour \d+|not every machine (started MPI|reached)", done.stderr
         ), done.stderr
     assert "Traceback" not in done.stderr and "Segmentation" not in done.stderr, done.stderr
-    give_up = time.monotonic() + 10  # the launcher reaps its ranks
-    while session_processes(done.session) and time.monotonic() < give_up:
-        time.sleep(0.1)
-    assert session_processes(done.session) == []
+    assert processes_left(done.session) == []
     assert not list(tmp_path.glob(".*.tmp"))  # (a rank killed while checkpointing may leave one)
     if done.returncode == 0 or case.written:  # it had written the results: the whole of them
         _same_run(json.loads(out.read_text()), uninterrupted)

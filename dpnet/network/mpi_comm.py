@@ -55,20 +55,24 @@ STOP_GRACE_SECONDS = 1.0  # how long a stopping machine waits for its stop notes
 
 
 WATCH_SECONDS = 0.1  # how often the start-up watchdog looks at its deadline
+SIGNAL_GRACE_SECONDS = 2.0  # how long a signalled rank waits for MPI_Init, or for rank 0's abort
 
 
 def start_within(seconds: float, rank: int) -> None:
     """MPI_Init_thread, ended by exit 5 and one line if it has not returned within ``seconds``
-    (a :class:`Deadline`) of this rank's waiting, and by exit 130 / 143 and one line on SIGINT /
-    SIGTERM. MPI_Init waits for every rank of the world; a rank stopped, hung or interrupted
-    before it kept the others there for as long (mpi4py calls it holding the interpreter, so
-    nothing could end it). Called through ctypes, which lets go of the interpreter, so a
-    watchdog thread can; signals reach it through the interpreter's wakeup file descriptor
-    (Python runs signal handlers only once the main thread returns). Nothing to do if MPI
-    runs already (a test process under pytest-mpi). Call from the main thread."""
+    (a :class:`Deadline`) of this rank's waiting. MPI_Init waits for every rank of the world;
+    a rank stopped, hung or interrupted before it kept the others there for as long (mpi4py
+    calls it holding the interpreter, so nothing could end it). Called through ctypes, which
+    lets go of the interpreter, so a watchdog thread can; signals reach it through the
+    interpreter's wakeup file descriptor (Python runs signal handlers only once the main thread
+    returns). On SIGINT / SIGTERM the rank waits up to ``SIGNAL_GRACE_SECONDS`` (rank 0; the
+    others twice as long) for MPI_Init to return, and the signal's exception is raised after it (so the rank ends through
+    :func:`end_after_signal`); if it does not return, exit 130 / 143 and one line. Nothing
+    to do if MPI runs already (a test process under pytest-mpi). Call from the main thread."""
     if MPI.Is_initialized():
         return
     started = threading.Event()
+    signalled: list[KeyboardInterrupt] = []
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     previous = signal.set_wakeup_fd(wake_write)
@@ -83,7 +87,11 @@ def start_within(seconds: float, rank: int) -> None:
         while not started.is_set():
             readable, _, _ = select.select([wake_read], [], [], WATCH_SECONDS)
             if readable and not started.is_set():
-                end(*interrupted_exit(signal_exception(os.read(wake_read, 1)[0])))
+                signalled.append(signal_exception(os.read(wake_read, 1)[0]))
+                # the others left during their imports: rank 0 ends first, with the line
+                # (the launcher may kill the ranks still waiting once one has ended)
+                if not started.wait(SIGNAL_GRACE_SECONDS * (1 if rank == 0 else 2)):
+                    end(*interrupted_exit(signalled[0]))
             if deadline.expired() and not started.is_set():
                 end(
                     EXIT_PEER_FAULT,
@@ -103,6 +111,28 @@ def start_within(seconds: float, rank: int) -> None:
     os.close(wake_write)
     if code != 0:
         raise RuntimeError(f"MPI_Init_thread failed with error code {code}")
+    if signalled:
+        raise signalled[0]
+
+
+def end_after_signal(code: int, line: str, rank: int) -> None:
+    """End every rank of a started world after SIGINT / SIGTERM (mpiexec signals them all):
+    ``line`` on stderr once, then MPI_Abort with ``code``, which ends every rank and makes the
+    launcher's exit code ``code``. A rank of a started world that just exited was taken for a
+    crash by the launcher (hydra), which killed the others: mpiexec then said exit 9, and a
+    rank 0 killed before it printed said nothing. Rank 0 aborts at once; another rank waits
+    ``SIGNAL_GRACE_SECONDS`` for rank 0's abort to end it, and aborts itself with the line if
+    rank 0 was not signalled. The rest of this rank's output (MPICH's own abort note) is
+    dropped. Returns (does nothing) if MPI is not running."""
+    if not MPI.Is_initialized() or MPI.Is_finalized():
+        return
+    if rank != 0:
+        time.sleep(SIGNAL_GRACE_SECONDS)
+    print(line, file=sys.stderr, flush=True)
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, sys.stdout.fileno())
+    os.dup2(quiet, sys.stderr.fileno())
+    MPI.COMM_WORLD.Abort(code)
 
 
 def wait_politely(request: MPI.Request, deadline: Deadline) -> bool:
