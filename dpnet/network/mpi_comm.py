@@ -66,9 +66,10 @@ def start_within(seconds: float, rank: int) -> None:
     lets go of the interpreter, so a watchdog thread can; signals reach it through the
     interpreter's wakeup file descriptor (Python runs signal handlers only once the main thread
     returns). On SIGINT / SIGTERM the rank waits up to ``SIGNAL_GRACE_SECONDS`` (rank 0; the
-    others twice as long) for MPI_Init to return, and the signal's exception is raised after it (so the rank ends through
-    :func:`end_after_signal`); if it does not return, exit 130 / 143 and one line. Nothing
-    to do if MPI runs already (a test process under pytest-mpi). Call from the main thread."""
+    others twice as long) for MPI_Init to return, and the signal's exception is raised after
+    it (so the rank ends through :func:`end_after_signal`); if it does not return, exit 130 /
+    143 and one line. Nothing to do if MPI runs already (a test process under pytest-mpi).
+    Call from the main thread."""
     if MPI.Is_initialized():
         return
     started = threading.Event()
