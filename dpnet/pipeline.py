@@ -44,6 +44,7 @@ from dpnet.errors import (
 from dpnet.job import JobOutcome, check_checkpoint_dir, machine_main, resume_machine
 from dpnet.network.comm import World
 from dpnet.network.topology import build_topology, machine_count, validate_topology
+from dpnet.provenance import host_name
 from dpnet.release import exit_code, finish
 from dpnet.report import check_output_paths, print_progress
 from dpnet.setup import (
@@ -256,7 +257,8 @@ def _progress(config: RunConfig) -> Any:
 
 def _timed_startup(outcome: JobOutcome, started_at: float) -> JobOutcome:
     """Stamp the machine's start-up, the job's start to its first round, on this process's
-    clock (before the outcome travels to rank 0)."""
+    clock, and its host (before the outcome travels to rank 0)."""
     result = outcome.release.result
     result.startup_seconds = result.started_at - started_at
+    result.host = host_name()
     return outcome

@@ -34,6 +34,7 @@ from dpnet.decentralized.machine import (
 from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
 from dpnet.penalties.group import group_norms, group_penalty, groups_from_labels
+from dpnet.provenance import run_provenance
 from dpnet.setup import PublicSetUp
 
 if TYPE_CHECKING:  # rank 0 imports the accounting when it builds the report
@@ -239,6 +240,7 @@ def build_report(
     return {
         "dpnet_version": __import__("dpnet").__version__,
         "backend": backend,
+        "provenance": run_provenance(),
         "config": config.as_dict(),
         "seed": config.seed,
         "topology": {**topo, "spec": config.topology},
@@ -246,6 +248,7 @@ def build_report(
         "machines": [
             {
                 "rank": r.rank,
+                "host": r.host,
                 "rows": r.n_rows,
                 "rounds": r.rounds,
                 "total_seconds": r.total_seconds,

@@ -24,7 +24,7 @@ from dpnet.estimators import DecentralizedGroupLassoLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
 from dpnet.run import main
-from tests.launch import mpiexec_path, run_job
+from tests.launch import mpiexec_command, run_job
 
 
 def _error_line(capsys, argv) -> str:
@@ -291,9 +291,7 @@ def test_ctrl_c_ends_an_inprocess_run_at_once(tmp_path):
 @pytest.mark.mpi_launch
 def test_ranks_with_different_settings_are_refused():
     cmd = [
-        mpiexec_path(),
-        "-n",
-        "2",
+        *mpiexec_command(2),
         sys.executable,
         "-m",
         "dpnet.run",

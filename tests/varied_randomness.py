@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     """The job with the hooks above. Only here, not at import: tests import this module for
     :func:`raw_labels_for`, and their own process keeps its clocks and its streams."""
     # every clock reads 0 (run.main times the start-up from its call)
-    time.perf_counter = time.process_time = time.thread_time = lambda: 0.0
+    time.perf_counter = time.process_time = time.thread_time = time.time = lambda: 0.0
     key = int(os.environ[KEY_VARIABLE])
     streams.machine_flip_stream = lambda seed, rank: flip_stream(key, rank)
     streams.holdout_flip_stream = lambda seed, n_machines: flip_stream(key, HOLDOUT)

@@ -122,6 +122,7 @@ class MachineResult:
     history: list[ProgressRecord] = field(default_factory=list)
     start_round: int = 0  # rounds done before this process (resumed from a checkpoint)
     startup_seconds: float | None = None  # the job's start to started_at (set by dpnet.run)
+    host: str | None = None  # the machine's host name (set with startup_seconds)
 
 
 def released_loss(
