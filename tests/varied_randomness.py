@@ -28,7 +28,6 @@ import hashlib
 import os
 import pickle
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from dpnet import run, streams
 from dpnet.decentralized import boundary
 from dpnet.network import inprocess
 from dpnet.privacy.binary_rr import flip_labels
+from tests.stopped_clocks import stop_clocks
 
 HOLDOUT = -1  # the part number of the held-out rows; machines are 0..J-1
 KEY_VARIABLE = "DPNET_TEST_FLIP_KEY"
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     """The job with the hooks above. Only here, not at import: tests import this module for
     :func:`raw_labels_for`, and their own process keeps its clocks and its streams."""
     # every clock reads 0 (run.main times the start-up from its call)
-    time.perf_counter = time.process_time = time.thread_time = time.time = lambda: 0.0
+    stop_clocks()
     key = int(os.environ[KEY_VARIABLE])
     streams.machine_flip_stream = lambda seed, rank: flip_stream(key, rank)
     streams.holdout_flip_stream = lambda seed, n_machines: flip_stream(key, HOLDOUT)
