@@ -98,9 +98,10 @@ def fit_eval(
         tol=tol,
         max_rounds=max_rounds,
         random_state=seed,
+        groups=train.groups,
     )
     start = time.perf_counter()
-    est.fit(train.X, train.y, train.groups)
+    est.fit(train.X, train.y)
     seconds = time.perf_counter() - start
     norms = np.array([np.linalg.norm(est.coef_[train.groups == g]) for g in range(train.n_groups)])
     scale = max(1.0, float(np.linalg.norm(est.coef_)))

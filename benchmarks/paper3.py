@@ -301,8 +301,9 @@ def fig3(cfg: dict[str, Any], seed: int) -> list[dict[str, Any]]:
                     tol=1e-6,
                     max_rounds=3000,
                     random_state=seed,
+                    groups=train.groups,
                 )
-                est.fit(train.X, train.y, train.groups)
+                est.fit(train.X, train.y)
                 theta = np.append(est.coef_, est.intercept_)
                 f_fit = group_logistic_objective(train.X, train.y, train.groups, lam, theta)
                 f_ref = reference_value(train.X, train.y, train.groups, lam)

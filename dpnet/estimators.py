@@ -12,6 +12,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
@@ -66,6 +67,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     to exactly (``epsilon``, ``delta``): record-level DP (features and label) against every
     other machine (:mod:`dpnet.decentralized.record`, docs/privacy.md).
 
+    ``groups``: one group id per column (the columns of a group enter and leave the model
+    together; default None: one group per column). A constructor parameter, so that
+    ``GridSearchCV(...).fit(X, y, groups=g)`` can give *row* groups to its splitter.
+
     ``classes``: the two label values, (negative, positive). Label-DP needs them public:
     give them, and a training set holding one class only is fitted like any other. With
     ``classes=None`` they are read from ``y`` (which values occur is then not covered by the
@@ -84,6 +89,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         self,
         lam: float = _ADMM.lam,
         *,
+        groups: Any = None,
         epsilon: float = math.inf,
         privacy: str = "label",
         delta: float = DEFAULT_DELTA,
@@ -102,6 +108,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         random_state: int | None = None,
     ) -> None:
         self.lam = lam
+        self.groups = groups
         self.epsilon = epsilon
         self.privacy = privacy
         self.delta = delta
@@ -188,9 +195,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             )
         return labels, np.ones_like(sizes) if self.group_weights == "ones" else np.sqrt(sizes)
 
-    def fit(self, X: Any, y: Any, groups: Any = None) -> DecentralizedGroupLassoLogistic:
-        """Fit on rows ``X`` (split evenly over the machines) and two-class labels ``y``;
-        ``groups[k]`` is the group of column k (default: one group per column)."""
+    def fit(self, X: Any, y: Any) -> DecentralizedGroupLassoLogistic:
+        """Fit on rows ``X`` (split evenly over the machines) and two-class labels ``y``."""
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", y_numeric=False)
         y_pm1 = self._labels_pm1(y)
         keep_prob = self._keep_prob()
@@ -228,7 +234,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
                 f"c must lie in (0, {MAX_PENALTY:.0e}] (a larger penalty freezes the iterates; "
                 f"None: the graph's spectral start), got {self.c}"
             )
-        group_labels, weights = self._group_labels(groups, X.shape[1])
+        group_labels, weights = self._group_labels(self.groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
         shards = [
             RawShard(np.ascontiguousarray(X[idx]), y_pm1[idx], X.shape[0], group_labels, weights)
@@ -308,9 +314,21 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
+        """x^T coef_ + intercept_: the log-odds of ``classes_[1]``."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return X @ self.coef_ + self.intercept_
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """(n, 2): P(classes_[0] | x), P(classes_[1] | x) = 1 / (1 + exp(-decision)), the
+        logistic model's probabilities (of the true labels: both losses fit that model)."""
+        positive = expit(self.decision_function(X))
+        return np.column_stack([1.0 - positive, positive])
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """log of :meth:`predict_proba`, without its rounding: log_expit(∓decision)."""
+        decision = self.decision_function(X)
+        return np.column_stack([log_expit(-decision), log_expit(decision)])
 
     def predict(self, X: Any) -> np.ndarray:
         """The class of ``classes_`` on the side of the decision function (>= 0: positive)."""

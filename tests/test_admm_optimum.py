@@ -47,8 +47,12 @@ def test_reference_selects_the_true_groups(problem):
 def test_every_machine_reaches_the_centralized_optimum(problem, topology, n_machines):
     data, theta_star, f_star = problem
     model = DecentralizedGroupLassoLogistic(
-        LAM, topology=topology, n_machines=n_machines, random_state=0
-    ).fit(data.X, data.y, data.groups)
+        LAM,
+        topology=topology,
+        n_machines=n_machines,
+        random_state=0,
+        groups=data.groups,
+    ).fit(data.X, data.y)
     assert model.stop_reason_ == "converged"
     for z in model.machine_coefs_:
         gap = (group_logistic_objective(data.X, data.y, data.groups, LAM, z) - f_star) / f_star
@@ -65,6 +69,10 @@ def test_sqrt_size_weights_match_the_weighted_reference(problem):
     weights = np.sqrt(np.bincount(data.groups).astype(float))
     theta_star = group_logistic_optimum(data.X, data.y, data.groups, LAM, weights)
     model = DecentralizedGroupLassoLogistic(
-        LAM, topology="ring", n_machines=5, group_weights="sqrt-size"
-    ).fit(data.X, data.y, data.groups)
+        LAM,
+        topology="ring",
+        n_machines=5,
+        group_weights="sqrt-size",
+        groups=data.groups,
+    ).fit(data.X, data.y)
     assert np.abs(np.append(model.coef_, model.intercept_) - theta_star).max() < 1e-4

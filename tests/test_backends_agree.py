@@ -32,6 +32,7 @@ CLOCKS = {
     "compute_cpu_seconds",
     "comm_seconds",
     "comm_cpu_seconds",
+    "provenance",  # how and when it was launched: the command line, the time, the MPI library
     "output",  # the files' own paths
     "oracle_output",
 }
@@ -145,8 +146,14 @@ def test_the_estimator_gives_the_same_fit_on_both_backends():
     data = make_group_logistic(600, n_groups=8, rng=np.random.default_rng(8))
     fits = {
         backend: DecentralizedGroupLassoLogistic(
-            0.05, epsilon=1.0, n_machines=6, topology="star", random_state=9, backend=backend
-        ).fit(data.X, data.y, groups=data.groups)
+            0.05,
+            epsilon=1.0,
+            n_machines=6,
+            topology="star",
+            random_state=9,
+            backend=backend,
+            groups=data.groups,
+        ).fit(data.X, data.y)
         for backend in ("threads", "simulated")
     }
     threads, simulated = fits["threads"], fits["simulated"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, GroupKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -57,3 +58,38 @@ def test_works_with_clone_pipeline_and_model_selection():
     assert cross_val_score(pipe, X, y, cv=3).mean() > 0.9
     search = GridSearchCV(model, {"lam": [0.01, 0.5]}, cv=3).fit(X, y)
     assert search.best_params_ == {"lam": 0.01}
+
+
+def test_probabilities_are_the_logistic_models():
+    """predict_proba was missing; the reference is scikit-learn's LogisticRegression holding
+    the same coefficients."""
+    X, pos = _data()
+    model = DecentralizedGroupLassoLogistic(0.01, random_state=0).fit(X, np.where(pos, "y", "n"))
+    reference = LogisticRegression()
+    reference.classes_, reference.n_features_in_ = model.classes_, model.n_features_in_
+    reference.coef_, reference.intercept_ = model.coef_[None, :], np.array([model.intercept_])
+    proba = model.predict_proba(X)
+    np.testing.assert_allclose(proba, reference.predict_proba(X), rtol=1e-12, atol=1e-15)
+    # log P = -log(1 + exp(-+d)), kept exact where 1 - P rounds (np.log(proba) loses it)
+    decision = model.decision_function(X)
+    exact = -np.logaddexp(0.0, np.column_stack([decision, -decision]))
+    np.testing.assert_allclose(model.predict_log_proba(X), exact, rtol=1e-13)
+    assert (model.classes_[proba.argmax(axis=1)] == model.predict(X)).all()
+
+
+def test_feature_groups_are_a_parameter_and_row_groups_reach_the_splitter():
+    """``fit(X, y, groups)`` took the *feature* groups, so GridSearchCV's row groups (routed
+    to its splitter) could not reach a GroupKFold: now the feature groups are the model's."""
+    X, pos = _data(200)
+    y = pos.astype(int)
+    model = DecentralizedGroupLassoLogistic(0.1, groups=[0, 0, 1, 1], random_state=1)
+    search = GridSearchCV(model, {"lam": [0.1, 2.0]}, cv=GroupKFold(4))
+    search.fit(X, y, groups=np.arange(200) % 4)
+    assert search.best_params_ == {"lam": 0.1}
+    assert search.best_estimator_.groups == [0, 0, 1, 1]
+    # whole groups enter and leave: columns 0 and 1 are one group, 2 and 3 the other
+    assert search.best_estimator_.selected_groups_.tolist() == [0]
+    one_per_column = DecentralizedGroupLassoLogistic(0.1, random_state=1).fit(X, y)
+    assert one_per_column.selected_groups_.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="one id per column"):
+        DecentralizedGroupLassoLogistic(groups=[0, 1]).fit(X, y)

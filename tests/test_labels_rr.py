@@ -52,8 +52,14 @@ def test_reported_epsilon_and_no_flip_counts():
     data = make_group_logistic(3000, rng=np.random.default_rng(0))
     eps = 0.8
     model = DecentralizedGroupLassoLogistic(
-        0.15, epsilon=eps, topology="ring", n_machines=5, random_state=4, tol=1e-6
-    ).fit(data.X, data.y, data.groups)
+        0.15,
+        epsilon=eps,
+        topology="ring",
+        n_machines=5,
+        random_state=4,
+        tol=1e-6,
+        groups=data.groups,
+    ).fit(data.X, data.y)
     privacy = model.privacy_
     p = math.exp(eps) / (1 + math.exp(eps))
     assert privacy["epsilon"] == pytest.approx(eps, rel=1e-12) and privacy["epsilon"] <= eps
@@ -81,13 +87,23 @@ def test_unbounded_unbiased_objective_is_reported_as_diverged():
     data: the run must say so instead of claiming convergence on a run-away iterate."""
     data = make_group_logistic(2000, rng=np.random.default_rng(0))
     diverged = DecentralizedGroupLassoLogistic(
-        0.1, epsilon=0.1, loss="unbiased", n_machines=5, random_state=3
-    ).fit(data.X, data.y, data.groups)
+        0.1,
+        epsilon=0.1,
+        loss="unbiased",
+        n_machines=5,
+        random_state=3,
+        groups=data.groups,
+    ).fit(data.X, data.y)
     assert diverged.stop_reason_ == "diverged"
     assert np.linalg.norm(diverged.machine_coefs_, axis=1).max() > 1e3
     bounded = DecentralizedGroupLassoLogistic(
-        0.1, epsilon=3.0, loss="unbiased", n_machines=5, random_state=3
-    ).fit(data.X, data.y, data.groups)
+        0.1,
+        epsilon=3.0,
+        loss="unbiased",
+        n_machines=5,
+        random_state=3,
+        groups=data.groups,
+    ).fit(data.X, data.y)
     assert bounded.stop_reason_ == "converged"
 
 

@@ -99,9 +99,15 @@ def test_message_size_does_not_grow_with_the_network(n_machines):
 
     data = make_group_logistic(20 * n_machines, rng=np.random.default_rng(0))
     model = DecentralizedGroupLassoLogistic(
-        0.1, topology="ring", n_machines=n_machines, tol=1e-6, max_rounds=60, random_state=0
+        0.1,
+        groups=data.groups,
+        topology="ring",
+        n_machines=n_machines,
+        tol=1e-6,
+        max_rounds=60,
+        random_state=0,
     )
-    model.fit(data.X, data.y, data.groups)
+    model.fit(data.X, data.y)
     dim = data.n_features + 1
     # two exchanges per round: Z (dim floats), theta + statistics (dim + MESSAGE_SIZE floats)
     assert model.traffic_["bytes_per_message"] == 8 * (2 * dim + MESSAGE_SIZE) / 2

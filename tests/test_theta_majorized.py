@@ -80,8 +80,13 @@ def test_majorized_solver_reaches_the_centralized_optimum() -> None:
         theta_star = group_logistic_optimum(data.X, data.y, data.groups, lam)
     f_star = group_logistic_objective(data.X, data.y, data.groups, lam, theta_star)
     model = DecentralizedGroupLassoLogistic(
-        lam, topology="paper5", n_machines=5, theta_solver="majorized", random_state=0
-    ).fit(data.X, data.y, data.groups)
+        lam,
+        topology="paper5",
+        n_machines=5,
+        theta_solver="majorized",
+        random_state=0,
+        groups=data.groups,
+    ).fit(data.X, data.y)
     assert model.stop_reason_ == "converged"
     for z in model.machine_coefs_:
         gap = (group_logistic_objective(data.X, data.y, data.groups, lam, z) - f_star) / f_star
