@@ -40,8 +40,6 @@ def data(n: int = 50) -> tuple[np.ndarray, np.ndarray]:
 def test_bad_data(cls) -> None:
     X, y = data()
     est = cls(epsilon=None)
-    with pytest.raises(DataError, match="row_bound"):
-        est.fit(4 * X, y)
     with pytest.raises(DataError, match="NaN"):
         est.fit(np.where(X > 0.4, np.nan, X), y)
     with pytest.raises(DataError, match="infinity"):
@@ -196,3 +194,19 @@ def test_each_method_draws_its_own_noise_stream() -> None:
     ]
     unseeded = make_estimators(lam=1e-3, epsilon=0.5, delta=1e-7, seed=None)
     assert all(e.random_state is None for e in unseeded.values())
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_rows_beyond_the_bound_are_clipped_to_it(cls) -> None:
+    """Rows outside the public ball were refused, so no default estimator fitted standardized
+    data; now each row is scaled onto the ball, x * min(1, R / ||x||), as diffprivlib does
+    (per record: the guarantee holds for the rows given)."""
+    X, y = data()
+    wide = 4 * X  # norms 2: every row beyond R = 1
+    wide[::3] /= 8  # a third within the ball, left as they are
+    norms = np.linalg.norm(wide, axis=1, keepdims=True)
+    on_the_ball = wide / np.maximum(norms, 1.0)  # the clipped rows, computed here
+    fitted = cls(epsilon=1.0, random_state=0).fit(wide, y)
+    reference = cls(epsilon=1.0, random_state=0).fit(on_the_ball, y)
+    np.testing.assert_array_equal(fitted.coef_, reference.coef_)
+    assert not np.array_equal(fitted.coef_, cls(epsilon=1.0, random_state=1).fit(wide, y).coef_)

@@ -15,14 +15,17 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import Tags
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet.errors import ConfigError, DataError
 from dpnet.losses.margin import HuberizedHinge, Logistic, MarginLoss
 from dpnet.penalties.l1 import soft_threshold
+from dpnet.privacy.clipping import clip_rows_l2
 from dpnet.privacy.mechanisms import gaussian_mechanism
 
 LOSS_NAMES = ("logistic", "huberized_hinge")
@@ -39,17 +42,6 @@ def get_loss(name: str, huber_h: float = 0.5) -> MarginLoss:
     if name == "huberized_hinge":
         return HuberizedHinge(huber_h)
     raise ConfigError(f"loss must be one of {LOSS_NAMES}, got {name!r}")
-
-
-def check_row_bound(A: np.ndarray, row_bound: float) -> None:
-    """Refuse rows with ||s_i|| > row_bound (a user bound, never derived from the data). The
-    message names the bound only: the largest norm is a function of a private row."""
-    worst = float(np.sqrt(np.max(np.einsum("ij,ij->i", A, A))))
-    if worst > row_bound * (1.0 + 1e-9):
-        raise DataError(
-            f"a row of X has L2 norm > row_bound {row_bound:.4g}; "
-            "scale rows by a data-independent bound or clip them first"
-        )
 
 
 def encode_labels(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -158,6 +150,10 @@ def check_int(name: str, value: int, low: int = 1) -> int:
     return int(value)
 
 
+def _logistic(estimator: DPLinearClassifier) -> bool:
+    return estimator.loss == "logistic"
+
+
 class DPLinearClassifier(ClassifierMixin, BaseEstimator):
     """Base of the five classifiers: a binary scikit-learn classifier with decision function
     s^T w (no intercept: add a constant column to the features).
@@ -165,11 +161,13 @@ class DPLinearClassifier(ClassifierMixin, BaseEstimator):
     Subclasses store parameters in ``__init__`` and validate them in ``fit``, which starts with
     :meth:`_validate_training_data`: dense finite float64 X (sparse input is refused with
     scikit-learn's TypeError, NaN/inf with a DataError), ``n_features_in_``, ``classes_`` in the
-    user's labels, and the data-independent row bound. ``coef_`` marks a fitted model.
+    user's labels, and rows clipped to the public, data-independent row bound (as diffprivlib
+    clips to its ``data_norm``). ``coef_`` marks a fitted model.
     """
 
     coef_: np.ndarray
     classes_: np.ndarray
+    loss: str
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
@@ -187,12 +185,13 @@ class DPLinearClassifier(ClassifierMixin, BaseEstimator):
     def _validate_training_data(
         self, X: ArrayLike, y: ArrayLike, row_bound: float
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, labels in {-1, +1}); sets n_features_in_ and classes_, refuses rows with
-        ||s_i|| > row_bound."""
+        """(rows clipped to ||s_i|| <= row_bound, labels in {-1, +1}); sets n_features_in_ and
+        classes_. Clipping acts on each row alone, so the guarantee holds for the rows given
+        (docs/privacy-rdp-admm.md); how many rows it changed is not reported (a function of
+        the data)."""
         A, v = self._validate(X, y, reset=True)
         ypm, self.classes_ = encode_labels(v)
-        check_row_bound(A, row_bound)
-        return A, ypm
+        return clip_rows_l2(A, row_bound), ypm
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         """s^T coef_ for each row of X."""
@@ -203,6 +202,13 @@ class DPLinearClassifier(ClassifierMixin, BaseEstimator):
         """classes_[1] where s^T coef_ > 0, else classes_[0]."""
         positive = self.decision_function(X) > 0
         return self.classes_[positive.astype(int)]
+
+    @available_if(_logistic)
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """(n, 2): P(classes_[0] | s), P(classes_[1] | s) = 1 / (1 + exp(-s^T coef_)), the
+        logistic model's (``loss="logistic"`` only: the huberized hinge has no probabilities)."""
+        positive = expit(self.decision_function(X))
+        return np.column_stack([1.0 - positive, positive])
 
 
 def release(
