@@ -530,7 +530,22 @@ MAX_FINITE_EPSILON = 36.7
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, no usage wall
+        if message.endswith("expected one argument"):  # argparse takes '-1,1' for an option
+            flag = message.removeprefix("argument ").split(":", 1)[0]
+            message += f" (a value that starts with '-' goes after '=': {flag}=-VALUE)"
         raise ConfigError(message)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Each option's default, once: appended unless its help already says it, or the default
+    is nothing to show (None, a flag's False, an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        nothing = action.default in (None, False, True, ()) or action.default == argparse.SUPPRESS
+        if not nothing and "default" not in text and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -540,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Decentralized, label-private group-lasso logistic regression: every MPI "
         "rank is one machine of a graph; it applies randomized response to its own labels and "
         "talks only to its graph neighbours.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"dpnet {__version__}")
     groups: dict[str, argparse._ArgumentGroup] = {}

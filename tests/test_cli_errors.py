@@ -230,3 +230,26 @@ def test_an_output_that_is_not_a_regular_file_is_refused(capsys, tmp_path):
     os.mkfifo(fifo)
     assert "is not a regular file" in _error(capsys, ["--output", str(fifo)])
     assert fifo.exists() and not fifo.is_file()
+
+
+def test_a_negative_value_after_a_space_gets_the_hint(capsys):
+    """``--labels -1,1``: argparse takes -1,1 for an option and said only 'expected one
+    argument'."""
+    for flag, value in (("--labels", "-1,1"), ("--lam-grid", "-0.1,0.2")):
+        line = _error(capsys, [flag, value])
+        hint = f"expected one argument (a value that starts with '-' goes after '=': {flag}=-VALUE)"
+        assert line.endswith(hint), line
+    assert main(["--labels=-1,1", "--machines", "3", "--max-rounds", "3", "--quiet"]) == 0
+
+
+def test_help_gives_each_default_once():
+    """--help said '(default: from the graph's Laplacian...) (default: None)'."""
+    from dpnet.config import build_parser
+
+    text = " ".join(build_parser().format_help().split())
+    options = text.split(" --")[1:]
+    assert len(options) > 40
+    for option in options:
+        assert option.count("(default") <= 1, option
+    assert "(default: None)" not in text and "(default: False)" not in text
+    assert "--lam LAM lambda in (lambda/2) sum_g w_g ||b_g|| (default: 0.1)" in text
