@@ -118,6 +118,8 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
     return {
         "mechanism": "randomized response on labels, applied by each machine locally",
         "keep_prob": config.keep_probability,
+        # as asked, and as spent: the budget of the keep probability (a double), <= the ask
+        "epsilon_requested": None if math.isinf(config.epsilon) else config.epsilon,
         "epsilon_per_machine": None if math.isinf(config.label_epsilon) else config.label_epsilon,
         "neighbouring_relation": "replace one label (replace-one), within one machine's shard",
         "guarantee": "epsilon-label-DP per machine; parallel composition over disjoint shards",

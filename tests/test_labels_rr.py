@@ -82,6 +82,35 @@ def test_keep_prob_option_and_epsilon_inf():
     assert math.isinf(RunConfig().label_epsilon)
 
 
+def test_the_results_give_the_epsilon_asked_and_the_one_spent(tmp_path):
+    """``epsilon_per_machine`` printed 0.999999999999999 for --epsilon 1 with nothing to say
+    that 1 was asked: the keep probability is the double just below e/(1 + e), whose own
+    budget is what is spent."""
+    from dpnet.run import main
+
+    out = tmp_path / "r.json"
+    assert (
+        main(
+            [
+                "--machines",
+                "3",
+                "--max-rounds",
+                "3",
+                "--quiet",
+                "--epsilon",
+                "1",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    privacy = json.loads(out.read_text())["privacy"]
+    spent = math.log(privacy["keep_prob"] / (1 - privacy["keep_prob"]))
+    assert privacy["epsilon_requested"] == 1.0
+    assert privacy["epsilon_per_machine"] == spent and 1 - 1e-14 < spent <= 1.0
+
+
 def test_unbounded_unbiased_objective_is_reported_as_diverged():
     """At epsilon = 0.1 the flip-corrected loss l(m) - k m (k = 9.5) has no minimiser on this
     data: the run must say so instead of claiming convergence on a run-away iterate."""
