@@ -46,7 +46,7 @@ from dpnet.network.comm import World
 from dpnet.network.topology import build_topology, machine_count, validate_topology
 from dpnet.provenance import host_name
 from dpnet.release import exit_code, finish
-from dpnet.report import check_output_paths, print_progress
+from dpnet.report import ProgressPrinter, check_output_paths
 from dpnet.setup import (
     SetUp,
     check_shards_agree,
@@ -252,7 +252,7 @@ def settings_mismatch(configs: list[dict[str, Any]]) -> str | None:
 
 
 def _progress(config: RunConfig) -> Any:
-    return None if config.quiet or not config.progress_every else print_progress
+    return None if config.quiet or not config.progress_every else ProgressPrinter(config.rounds)
 
 
 def _timed_startup(outcome: JobOutcome, started_at: float) -> JobOutcome:

@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -80,16 +81,42 @@ SIMULATED_TIMES = (
 )
 
 
-def print_progress(record: ProgressRecord) -> None:
-    """One progress line on stderr (results and the summary go to stdout); no objective under
-    record-level privacy (NaN: not released)."""
-    objective = "" if math.isnan(record.objective) else f"objective {record.objective:.8f}  "
-    print(
-        f"round {record.round:5d}  {objective}"
-        f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}",
-        file=sys.stderr,
-        flush=True,
-    )
+class ProgressPrinter:
+    """One progress line per call on stderr (results and the summary go to stdout): round,
+    objective (none under record-level privacy: NaN, not released), residuals, the time since
+    set-up began, and from the second line on the time left if the run went on to
+    ``max_rounds`` at the pace since the first line (it stops earlier once converged)."""
+
+    def __init__(self, max_rounds: int) -> None:
+        self.max_rounds = max_rounds
+        self.started = time.perf_counter()
+        self.first: tuple[int, float] | None = None  # (round, clock) of the first line
+
+    def __call__(self, record: ProgressRecord) -> None:
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = (record.round, now)
+        rounds, seconds = record.round - self.first[0], now - self.first[1]
+        left = max(self.max_rounds - record.round, 0) * seconds / rounds if rounds > 0 else None
+        objective = "" if math.isnan(record.objective) else f"objective {record.objective:.8f}  "
+        print(
+            f"round {record.round:5d}  {objective}"
+            f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}  "
+            f"{_duration(now - self.started)}"
+            + ("" if left is None else f", at most {_duration(left)} left"),
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _duration(seconds: float) -> str:
+    """``12.3 s``, ``4 min 05 s``, ``2 h 03 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min {int(seconds % 60):02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def print_cv_fold(k: int, fold: int, rounds: np.ndarray, reasons: tuple[str, ...]) -> None:
