@@ -300,6 +300,7 @@ def build_report(
         "n_train": sum(r.n_rows for r in results),
         "n_test": None if public.evaluation is None else public.evaluation.n_samples,
         "selected_groups": selected.tolist(),
+        "column_groups": public.group_labels.tolist(),  # coef[k] is in group column_groups[k]
         "coef": coef.tolist(),
         "intercept": intercept,
         "timing": {
