@@ -115,24 +115,16 @@ def test_unbounded_unbiased_objective_is_reported_as_diverged():
     """At epsilon = 0.1 the flip-corrected loss l(m) - k m (k = 9.5) has no minimiser on this
     data: the run must say so instead of claiming convergence on a run-away iterate."""
     data = make_group_logistic(2000, rng=np.random.default_rng(0))
-    diverged = DecentralizedGroupLassoLogistic(
-        0.1,
-        epsilon=0.1,
-        loss="unbiased",
-        n_machines=5,
-        random_state=3,
-        groups=data.groups,
-    ).fit(data.X, data.y)
+
+    def fitted(epsilon: float) -> DecentralizedGroupLassoLogistic:
+        return DecentralizedGroupLassoLogistic(
+            0.1, epsilon=epsilon, loss="unbiased", n_machines=5, random_state=3, groups=data.groups
+        ).fit(data.X, data.y)
+
+    diverged = fitted(0.1)
     assert diverged.stop_reason_ == "diverged"
     assert np.linalg.norm(diverged.machine_coefs_, axis=1).max() > 1e3
-    bounded = DecentralizedGroupLassoLogistic(
-        0.1,
-        epsilon=3.0,
-        loss="unbiased",
-        n_machines=5,
-        random_state=3,
-        groups=data.groups,
-    ).fit(data.X, data.y)
+    bounded = fitted(3.0)
     assert bounded.stop_reason_ == "converged"
 
 
