@@ -153,7 +153,10 @@ class Checkpointer:
         self.prints = prints
         self.y_randomized = y_randomized
         self.traffic = traffic
-        self._swept = False
+        # a machine killed while writing (kill -9) left its temporary file: swept at the start,
+        # also for a resumed run that ends before its first checkpoint
+        for stale in self.dir.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
+            stale.unlink(missing_ok=True)
 
     def __call__(self, state: LoopState) -> None:
         if state.round % self.every == 0:
@@ -175,10 +178,6 @@ class Checkpointer:
         arrays["y_randomized"] = self.y_randomized
         arrays["meta"] = np.array(json.dumps(meta))
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not self._swept:  # a machine killed while writing (kill -9) left its temporary file
-            for stale in self.dir.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
-                stale.unlink(missing_ok=True)
-            self._swept = True
         target = self.dir / f"round-{state.round:010d}.npz"
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
         try:

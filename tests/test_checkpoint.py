@@ -346,3 +346,19 @@ def test_a_refused_run_creates_no_checkpoint_directory(tmp_path: Path) -> None:
         tmp_path, "good", "--max-rounds", "10", "--checkpoint", str(ck), "--checkpoint-every", "5"
     )
     assert done.returncode == 0 and (ck / "machine-0").is_dir()
+
+
+def test_a_killed_writers_temporary_file_is_swept_when_the_machine_starts(tmp_path: Path):
+    """A rank killed while writing leaves ``.round-*.tmp``; it was swept at the next write
+    only, so a resumed run that ended before its first checkpoint kept it (chaos test,
+    SIGSTOP in the rounds)."""
+    from dpnet.checkpoint import Checkpointer, machine_dir
+
+    own, other = machine_dir(tmp_path, 1), machine_dir(tmp_path, 2)
+    for directory in (own, other):
+        directory.mkdir(parents=True)
+        (directory / ".round-ab12cd.tmp").write_bytes(b"half a checkpoint")
+    (own / "round-0000000005.npz").write_bytes(b"kept")
+    Checkpointer(tmp_path, 1, 5, 3, {"machine": "1"}, np.ones(3), dict)
+    assert sorted(p.name for p in own.iterdir()) == ["round-0000000005.npz"]
+    assert (other / ".round-ab12cd.tmp").exists()  # another machine's is its own to sweep

@@ -95,7 +95,7 @@ def test_dockerfile_facts() -> None:
     # a pinned base: a patch release on a named Debian release (optionally @sha256 digest)
     assert re.search(r"^FROM python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?$", text, re.M)
     assert "imagetools inspect" in text  # how to pin the digest
-    assert "pip install --no-cache-dir ." in text
+    assert 'pip install --no-cache-dir ".[mpich]"' in text  # MPI comes from an extra now
     assert "openssh-server" in text and "openssh-client" in text
     assert not re.search(r"apt-get install[^\n]*(mpich|openmpi|libmpi)", text)  # no system MPI
     for src in re.findall(r"^COPY ((?:\S+ )+)\S+$", text, re.M):
