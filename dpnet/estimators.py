@@ -39,7 +39,8 @@ from dpnet.network.topology import (
     validate_topology,
 )
 from dpnet.penalties.group import group_penalty, groups_from_labels
-from dpnet.privacy.binary_rr import keep_prob_from_epsilon
+from dpnet.privacy.binary_rr import epsilon_from_keep_prob, keep_prob_from_epsilon
+from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
 _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
@@ -70,6 +71,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     ``groups``: one group id per column (the columns of a group enter and leave the model
     together; default None: one group per column). A constructor parameter, so that
     ``GridSearchCV(...).fit(X, y, groups=g)`` can give *row* groups to its splitter.
+
+    ``accountant``: a :class:`~dpnet.privacy.budget.BudgetAccountant` shared across fits: the
+    fit charges its (epsilon, delta) first and is refused (``BudgetExceeded``, nothing fitted)
+    if that would pass the cap; epsilon = inf (no privacy) is refused by every cap.
 
     ``classes``: the two label values, (negative, positive). Label-DP needs them public:
     give them, and a training set holding one class only is fitted like any other. With
@@ -105,6 +110,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         max_rounds: int | None = None,
         theta_solver: str = _ADMM.theta_solver,
         backend: str = "auto",
+        accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
     ) -> None:
         self.lam = lam
@@ -124,6 +130,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         self.max_rounds = max_rounds
         self.theta_solver = theta_solver
         self.backend = backend
+        self.accountant = accountant
         self.random_state = random_state
 
     def __sklearn_tags__(self):
@@ -236,6 +243,12 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             )
         group_labels, weights = self._group_labels(self.groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
+        # each row is on one machine, each machine's guarantee is the fit's (parallel)
+        charge(
+            self.accountant,
+            *((self.epsilon, self.delta) if record else (epsilon_from_keep_prob(keep_prob), 0.0)),
+            label=f"{type(self).__name__}.fit",
+        )
         shards = [
             RawShard(np.ascontiguousarray(X[idx]), y_pm1[idx], X.shape[0], group_labels, weights)
             for idx in split_rows(X.shape[0], self.n_machines)

@@ -20,6 +20,8 @@ _LAZY = {
     "objective_perturbation_noise": "mechanisms",
     "PureDpEvent": "events",
     "PrivacyLedger": "ledger",
+    "BudgetAccountant": "budget",
+    "BudgetExceeded": "budget",
     "DEFAULT_ORDERS": "rdp",
     "rdp_poisson_gaussian": "rdp",
     "rdp_fixed_size_gaussian": "rdp",

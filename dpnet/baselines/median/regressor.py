@@ -28,6 +28,7 @@ from dpnet.baselines.median.algorithms import (
 )
 from dpnet.baselines.median.numerics import clip_rows_safe, exact_lad
 from dpnet.errors import ConfigError, DataError, PrivacyError
+from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.clipping import clip_values
 from dpnet.privacy.ledger import PrivacyLedger
 
@@ -86,6 +87,8 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
     Guarantee: every DP method is epsilon-DP (pure) for replacing one row (x_i, y_i); n is
     public. Everything that sets a sensitivity (x_bound, y_bound, lam, intercept_ridge, gamma,
     e, step, beta_bound, n_splits, init_share) is a parameter, never read from the data.
+    accountant: a :class:`~dpnet.privacy.budget.BudgetAccountant` shared across fits, charged
+    epsilon before the fit (``BudgetExceeded`` if past its cap; "exact" is not private: inf).
     random_state: an int (reproducible; whoever knows it can recompute the noise) or None (OS
     entropy); every fit draws from a new stream (:func:`dpnet.streams.estimator_stream`), kept
     by nothing after the fit. Parameters are validated in fit. After fit: coef_, intercept_,
@@ -109,6 +112,7 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
         init: str | np.ndarray = "private",
         init_share: float = 0.5,
         intercept_ridge: float | None = None,
+        accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
     ) -> None:
         self.method = method
@@ -126,6 +130,7 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
         self.init = init
         self.init_share = init_share
         self.intercept_ridge = intercept_ridge
+        self.accountant = accountant
         self.random_state = random_state
 
     def __sklearn_tags__(self) -> Tags:
@@ -186,6 +191,13 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
         Xa, ya = _validated(self, X, y, reset=True)
         n, d = Xa.shape
         self._check_params(n, d)
+        private = self.method != "exact"
+        charge(
+            self.accountant,
+            float(self.epsilon) if private else math.inf,
+            0.0,
+            label=f"{type(self).__name__}(method={self.method!r}).fit",
+        )
         Xa = clip_rows_safe(Xa, float(self.x_bound))  # overflow-safe row norms
         if self.y_bound is not None:
             ya = clip_values(ya, self.y_bound)

@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpnet.errors import ConfigError, DataError
 from dpnet.losses.margin import HuberizedHinge, Logistic, MarginLoss
 from dpnet.penalties.l1 import soft_threshold
+from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.clipping import clip_rows_l2
 from dpnet.privacy.mechanisms import gaussian_mechanism
 
@@ -168,6 +169,8 @@ class DPLinearClassifier(ClassifierMixin, BaseEstimator):
     coef_: np.ndarray
     classes_: np.ndarray
     loss: str
+    accountant: BudgetAccountant | None
+    privacy_: dict[str, Any]
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
@@ -202,6 +205,19 @@ class DPLinearClassifier(ClassifierMixin, BaseEstimator):
         """classes_[1] where s^T coef_ > 0, else classes_[0]."""
         positive = self.decision_function(X) > 0
         return self.classes_[positive.astype(int)]
+
+    def _charge(self) -> None:
+        """Charge this fit's guarantee (``privacy_``, known before the training loop) to the
+        ``accountant`` parameter (:mod:`dpnet.privacy.budget`): BudgetExceeded, nothing fitted,
+        if it would pass the cap."""
+        privacy = self.privacy_
+        charge(
+            self.accountant,
+            privacy["epsilon"],
+            privacy["delta"],
+            label=f"{type(self).__name__}.fit",
+            relation=privacy["relation"],
+        )
 
     @available_if(_logistic)
     def predict_proba(self, X: ArrayLike) -> np.ndarray:

@@ -49,6 +49,7 @@ from dpnet.baselines.rdp_admm.common import (
 from dpnet.baselines.rdp_admm.privacy import check_delta, gaussian_composition_privacy
 from dpnet.errors import PrivacyError
 from dpnet.penalties.l1 import soft_threshold
+from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.ledger import PrivacyLedger
 from dpnet.privacy.mechanisms import objective_perturbation_noise
 
@@ -87,11 +88,13 @@ class DPADMMClassifier(DPLinearClassifier):
         rho: float = 0.5,
         clip: float = 1.0,
         row_bound: float = 1.0,
+        accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
     ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
         self.n_parties, self.n_iter, self.eta, self.rho = n_parties, n_iter, eta, rho
+        self.accountant = accountant
         self.clip, self.row_bound, self.random_state = clip, row_bound, random_state
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> DPADMMClassifier:
@@ -122,6 +125,7 @@ class DPADMMClassifier(DPLinearClassifier):
             noise_multiplier=self.noise_multiplier,
         )
         self.privacy_["composition"] = f"parallel over {parties} disjoint parties (rows by index)"
+        self._charge()
         mult = self.privacy_["noise_multiplier"]
         rng = streams.estimator_stream(self.random_state)
         shards = np.array_split(np.arange(n), parties)
@@ -165,11 +169,13 @@ class ADMMObjPClassifier(DPLinearClassifier):
         inner_epochs: int = 20,
         rho: float = 0.5,
         row_bound: float = 1.0,
+        accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
     ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.n_iter = epsilon, delta, n_iter
         self.inner_epochs, self.rho, self.row_bound = inner_epochs, rho, row_bound
+        self.accountant = accountant
         self.random_state = random_state
 
     @staticmethod
@@ -230,6 +236,8 @@ class ADMMObjPClassifier(DPLinearClassifier):
                 f"epsilon/n_iter = {eps_iter:.3g} does not exceed the Jacobian term {jac:.3g}; "
                 "raise epsilon or rho, or lower n_iter"
             )
+        # an inexact minimiser has no established guarantee (class docstring): inf
+        charge(self.accountant, math.inf, 0.0, label=f"{type(self).__name__}.fit")
         rng = streams.estimator_stream(self.random_state)
         step = 1.0 / (curv + rho)
         x, z, yd = np.zeros(p), np.zeros(p), np.zeros(p)

@@ -40,6 +40,7 @@ from dpnet.baselines.rdp_admm.common import (
 )
 from dpnet.baselines.rdp_admm.privacy import sampled_gaussian_privacy
 from dpnet.penalties.l1 import soft_threshold
+from dpnet.privacy.budget import BudgetAccountant
 from dpnet.privacy.mechanisms import gaussian_mechanism
 
 
@@ -79,6 +80,7 @@ class _GradientPerturbationClassifier(DPLinearClassifier):
             delta=self.delta,
             noise_multiplier=self.noise_multiplier,
         )
+        self._charge()
         mult, sens = self.privacy_["noise_multiplier"], self.privacy_["l2_sensitivity"]
         state = self._start(p)
         history = [objective(loss, A, ypm, self._output(state), lam)]
@@ -132,12 +134,14 @@ class SSADMMClassifier(_GradientPerturbationClassifier):
         rho: float = 0.25,
         clip: float = 1.0,
         row_bound: float = 1.0,
+        accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
     ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
         self.n_epochs, self.batch_size, self.sampling = n_epochs, batch_size, sampling
         self.eta0, self.rho, self.clip, self.row_bound = eta0, rho, clip, row_bound
+        self.accountant = accountant
         self.random_state = random_state
 
     def _start(self, p: int) -> dict[str, np.ndarray]:
@@ -173,12 +177,14 @@ class DPSGDClassifier(_GradientPerturbationClassifier):
         eta0: float = 1.0,
         clip: float = 1.0,
         row_bound: float = 1.0,
+        accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
     ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
         self.n_epochs, self.batch_size, self.sampling = n_epochs, batch_size, sampling
         self.eta0, self.clip, self.row_bound = eta0, clip, row_bound
+        self.accountant = accountant
         self.random_state = random_state
 
     def _start(self, p: int) -> dict[str, np.ndarray]:

@@ -44,6 +44,7 @@ from dpnet.baselines.rdp_admm.common import (
 from dpnet.baselines.rdp_admm.privacy import gaussian_composition_privacy
 from dpnet.errors import ConfigError
 from dpnet.losses.margin import MarginLoss
+from dpnet.privacy.budget import BudgetAccountant
 
 PERTURB_MODES = ("x", "xzy")
 
@@ -100,11 +101,13 @@ class MPADMMClassifier(DPLinearClassifier):
         clip: float = 1.0,
         row_bound: float = 1.0,
         perturb: str = "x",
+        accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
     ):
         self.lam, self.loss, self.huber_h = lam, loss, huber_h
         self.epsilon, self.delta, self.noise_multiplier = epsilon, delta, noise_multiplier
         self.n_epochs, self.eta, self.rho, self.clip = n_epochs, eta, rho, clip
+        self.accountant = accountant
         self.row_bound, self.perturb, self.random_state = row_bound, perturb, random_state
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> MPADMMClassifier:
@@ -136,6 +139,7 @@ class MPADMMClassifier(DPLinearClassifier):
             noise_multiplier=self.noise_multiplier,
         )
         self.privacy_.update(perturb=self.perturb, sensitivities={"x": dx, "z": dz, "y": dy})
+        self._charge()
         mult = self.privacy_["noise_multiplier"]
         rng = streams.estimator_stream(self.random_state)
         x, z, yd = np.zeros(p), np.zeros(p), np.zeros(p)

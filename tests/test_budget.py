@@ -1,0 +1,118 @@
+"""One privacy budget across fits (like diffprivlib's BudgetAccountant): every estimator takes
+``accountant=`` and a fit that would pass its cap is refused before it runs."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import FitFailedWarning
+from sklearn.model_selection import GridSearchCV
+
+from dpnet.baselines.median import DPMedianRegressor
+from dpnet.baselines.rdp_admm import (
+    ADMMObjPClassifier,
+    DPADMMClassifier,
+    DPSGDClassifier,
+    MPADMMClassifier,
+    SSADMMClassifier,
+)
+from dpnet.estimators import DecentralizedGroupLassoLogistic
+from dpnet.privacy.budget import BudgetAccountant, BudgetExceeded
+
+
+def test_charges_add_up_to_the_cap_and_no_further() -> None:
+    budget = BudgetAccountant(1.0, 1e-6)
+    budget.charge(0.25, 4e-7, label="a")
+    budget.charge(0.75, 6e-7, label="b")  # exactly the cap
+    assert budget.spent == (1.0, 1e-6) and budget.remaining == (0.0, 0.0)
+    with pytest.raises(BudgetExceeded, match="c needs epsilon = 1e-09"):
+        budget.charge(1e-9, 0.0, label="c")
+    assert [c.label for c in budget.charges] == ["a", "b"]  # the refused one spent nothing
+
+
+def test_add_remove_guarantees_are_charged_as_replace_one() -> None:
+    """Replace = remove + add: (eps, delta) under add/remove is (2 eps, (1 + e^eps) delta)."""
+    budget = BudgetAccountant(10.0, 1e-3)
+    charged = budget.charge(0.5, 1e-6, label="poisson", relation="add/remove")
+    assert (charged.epsilon, charged.delta) == (1.0, (1 + math.exp(0.5)) * 1e-6)
+
+
+def test_no_guarantee_is_refused_and_copies_share_the_budget() -> None:
+    budget = BudgetAccountant(100.0)
+    with pytest.raises(BudgetExceeded, match="epsilon = inf"):
+        budget.charge(math.inf, 0.0, label="non-private")
+    assert copy.deepcopy(budget) is budget  # clone() deep-copies parameters
+    model = DecentralizedGroupLassoLogistic(accountant=budget)
+    assert clone(model).accountant is budget
+
+
+def _classification(n: int = 120) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, 3))
+    return X, (X[:, 0] > 0).astype(int)
+
+
+ESTIMATORS = [
+    (DecentralizedGroupLassoLogistic, {"epsilon": 1.0, "max_rounds": 20}, 1.0),
+    (
+        DecentralizedGroupLassoLogistic,
+        {"privacy": "record", "row_bound": 1.0, "epsilon": 1.0, "max_rounds": 20},
+        1.0,
+    ),
+    (SSADMMClassifier, {"epsilon": 1.0, "n_epochs": 1}, 1.0),
+    (DPSGDClassifier, {"epsilon": 1.0, "n_epochs": 1, "sampling": "poisson"}, 2.0),
+    (MPADMMClassifier, {"epsilon": 1.0, "n_epochs": 2}, 1.0),
+    (DPADMMClassifier, {"epsilon": 1.0, "n_iter": 2}, 1.0),
+    (DPMedianRegressor, {"epsilon": 1.0}, 1.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("cls", "params", "replace_one"), ESTIMATORS, ids=lambda v: getattr(v, "__name__", None)
+)
+def test_every_estimator_is_refused_past_the_cap_before_it_fits(cls, params, replace_one):
+    """A cap of 1.5 fits: one fit of epsilon 1 is charged, the second refused unfitted."""
+    X, y = _classification()
+    budget = BudgetAccountant(1.5 * replace_one, 1e-3)
+    cls(**params, accountant=budget, random_state=0).fit(X, y)
+    (charged,) = budget.charges
+    assert charged.epsilon <= replace_one * (1 + 1e-12) and cls.__name__ in charged.label
+    second = cls(**params, accountant=budget, random_state=1)
+    with pytest.raises(BudgetExceeded):
+        second.fit(X, y)
+    assert not hasattr(second, "coef_") and len(budget.charges) == 1  # no model, no charge
+
+
+def test_a_fit_without_a_guarantee_is_refused_by_any_cap():
+    X, y = _classification()
+    for model in (
+        ADMMObjPClassifier(epsilon=5.0, n_iter=1),  # inexact minimiser: no guarantee
+        DecentralizedGroupLassoLogistic(),  # epsilon = inf
+        DPMedianRegressor(method="exact"),
+    ):
+        with pytest.raises(BudgetExceeded):
+            clone(model).set_params(accountant=BudgetAccountant(1e6)).fit(X, y)
+
+
+def test_a_grid_search_charges_every_fit_to_one_budget():
+    X, y = _classification(150)
+    budget = BudgetAccountant(10.0)
+    model = DecentralizedGroupLassoLogistic(epsilon=1.0, max_rounds=30, accountant=budget)
+    GridSearchCV(model, {"lam": [0.05, 0.5]}, cv=3).fit(X, y)
+    assert len(budget.charges) == 2 * 3 + 1  # 2 lambdas x 3 folds, and the refit
+    assert budget.spent[0] == pytest.approx(7.0)
+
+
+def test_the_fits_a_grid_search_cannot_afford_fail_loudly():
+    X, y = _classification(150)
+    budget = BudgetAccountant(3.0)
+    model = DecentralizedGroupLassoLogistic(epsilon=1.0, max_rounds=30, accountant=budget)
+    # 3 of the 6 cross-validation fits are afforded, the others are failed fits; the refit
+    # raises
+    with pytest.warns(FitFailedWarning, match="BudgetExceeded"), pytest.raises(BudgetExceeded):
+        GridSearchCV(model, {"lam": [0.05, 0.5]}, cv=3).fit(X, y)
+    assert len(budget.charges) == 3 and budget.spent[0] == pytest.approx(3.0)
