@@ -147,14 +147,19 @@ def run_job(
 
 
 def rank_pids(job: Job) -> dict[int, int]:
-    """{MPI rank: pid} of the job's python processes started by mpiexec (their PMI_RANK)."""
+    """{MPI rank: pid} of the job's python processes started by mpiexec (the rank each
+    launcher announces: hydra's PMI_RANK, Open MPI's OMPI_COMM_WORLD_RANK, PMIx's PMIX_RANK)."""
+    from dpnet.run import RANK_VARIABLES
+
     found = {}
     for pid in session_processes(job.marker):
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            is_python = b"python" in Path(f"/proc/{pid}/comm").read_bytes()
         except OSError:
             continue
-        for entry in environ:
-            if entry.startswith(b"PMI_RANK="):
-                found[int(entry.removeprefix(b"PMI_RANK="))] = pid
+        announced = dict(entry.split(b"=", 1) for entry in environ if b"=" in entry)
+        ranks = [announced[v.encode()] for v in RANK_VARIABLES if v.encode() in announced]
+        if ranks and is_python:
+            found[int(ranks[0])] = pid
     return found
