@@ -244,9 +244,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         group_labels, weights = self._group_labels(self.groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
         # each row is on one machine, each machine's guarantee is the fit's (parallel)
+        label_epsilon = epsilon_from_keep_prob(keep_prob)  # what randomized response spends
         charge(
             self.accountant,
-            *((self.epsilon, self.delta) if record else (epsilon_from_keep_prob(keep_prob), 0.0)),
+            *((self.epsilon, self.delta) if record else (label_epsilon, 0.0)),
             label=f"{type(self).__name__}.fit",
         )
         shards = [
@@ -308,7 +309,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         }
         ledger = privacy_ledger(releases, delta=self.delta if record else None)
         self.privacy_ = {
-            "epsilon": None if keep_prob == 1.0 else math.log(keep_prob / (1 - keep_prob)),
+            "epsilon": None if keep_prob == 1.0 else label_epsilon,
             "keep_prob": keep_prob,
             "guarantee": "epsilon-label-DP per machine (replace one label); features are NOT "
             "protected",

@@ -1,5 +1,5 @@
 """Where and how a run ran, for its results file: the command line, the time the results
-were written (UTC), the versions of Python, dpnet and its numerical and MPI libraries, the MPI
+were written (UTC), the versions of Python and of dpnet's numerical and MPI libraries, the MPI
 library itself, and each machine's host name. All of it is public (what the user typed and
 what the machines run); none of it depends on the data."""
 
@@ -13,7 +13,8 @@ import time
 from datetime import datetime, timezone
 from importlib import metadata
 
-PACKAGES = ("dpnet", "numpy", "scipy", "networkx", "scikit-learn", "dp-accounting", "mpi4py")
+# dpnet's own version is the results' dpnet_version
+PACKAGES = ("numpy", "scipy", "networkx", "scikit-learn", "dp-accounting", "mpi4py")
 
 
 def host_name() -> str:
