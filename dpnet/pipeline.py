@@ -47,6 +47,7 @@ from dpnet.network.topology import build_topology, machine_count, validate_topol
 from dpnet.provenance import host_name
 from dpnet.release import exit_code, finish
 from dpnet.report import ProgressPrinter, check_output_paths
+from dpnet.run import launched_by_open_mpi, launcher_rank
 from dpnet.setup import (
     SetUp,
     check_shards_agree,
@@ -58,11 +59,18 @@ from dpnet.setup import (
 )
 from dpnet.simulation import simulate_machines
 
+FIRST_LINE_GRACE_SECONDS = 2.0  # how long another rank lets rank 0 exit first (Open MPI)
+
 
 def fail(message: str, rank: int) -> int:
-    """Exit code 2, with the one line printed by rank 0."""
+    """Exit code 2, with the one line printed by rank 0. Open MPI's launcher ends the job at
+    the first rank's non-zero exit, killing rank 0 before its line when another rank was
+    quicker: there another rank waits up to ``FIRST_LINE_GRACE_SECONDS`` for that (the
+    launcher's teardown then ends it silently, see :mod:`dpnet.run`)."""
     if rank == 0:
         print(f"dpnet: error: {message}", file=sys.stderr, flush=True)
+    elif launched_by_open_mpi() and launcher_rank()[0] == rank:
+        time.sleep(FIRST_LINE_GRACE_SECONDS)
     return EXIT_BAD_INPUT
 
 

@@ -10,15 +10,18 @@ leaves each output either complete or untouched.
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
+import threading
 from types import FrameType
 from typing import Any
 
 import dpnet
 from dpnet.errors import (
     EXIT_MACHINE_FAILED,
+    EXIT_TERMINATED,
     Terminated,
     failure_line,
     interrupted_exit,
@@ -26,12 +29,19 @@ from dpnet.errors import (
 )
 
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+OPEN_MPI_RANK = "OMPI_COMM_WORLD_RANK"  # set by Open MPI's launcher only
 
 
 def launcher_rank() -> tuple[int, bool]:
     """(rank announced by mpiexec, whether mpiexec started us at all: also for -n 1)."""
     found = [int(os.environ[v]) for v in RANK_VARIABLES if v in os.environ]
     return (found[0] if found else 0), bool(found)
+
+
+def launched_by_open_mpi() -> bool:
+    """Whether Open MPI's launcher started this process (it ends the whole job at the first
+    rank's non-zero exit, and handles a signal to itself on its own)."""
+    return OPEN_MPI_RANK in os.environ
 
 
 def _exit_now(signum: int, frame: FrameType | None) -> None:
@@ -61,6 +71,27 @@ def _stop(exc: KeyboardInterrupt) -> None:
     os._exit(code)
 
 
+def _watch_launcher_teardown() -> None:
+    """Under Open MPI's launcher: SIGTERM from the parent process (the launcher's daemon) is
+    its teardown of the whole job (after a signal to mpiexec, or another rank's abort or
+    failure), which it reports itself; the rank then exits at once with 143 and no line of its
+    own (it added "terminated (SIGTERM)" after the failed rank's line). SIGTERM is blocked in
+    every thread (those MPI and BLAS start later inherit the mask) and taken by a daemon thread
+    that knows the sender (the parent as it was at start: one that exited before the thread
+    looked made ``os.getppid()`` 1); one from anyone else reaches the main thread as before."""
+    launcher = os.getppid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def watch() -> None:
+        while True:
+            sent = signal.sigwaitinfo({signal.SIGTERM})
+            if sent.si_pid == launcher:
+                os._exit(EXIT_TERMINATED)
+            _thread.interrupt_main(signal.SIGTERM)
+
+    threading.Thread(target=watch, name="launcher-teardown", daemon=True).start()
+
+
 def entry() -> None:
     """Run the main job as a program. While the imports load, SIGINT and SIGTERM end the
     process at once (one line); from then on SIGINT raises KeyboardInterrupt and SIGTERM
@@ -68,6 +99,8 @@ def entry() -> None:
     that reaches this function ends the process here; once the job has returned, signals are
     ignored while the process tears down. A SIGINT the parent set to be ignored (``nohup``, a
     shell's background job) stays ignored."""
+    if launched_by_open_mpi():
+        _watch_launcher_teardown()
     sigint_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     if not sigint_ignored:
         signal.signal(signal.SIGINT, _exit_now)

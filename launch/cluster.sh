@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run dpnet across several hosts over ssh: launch/cluster.sh HOSTFILE [-n N] [dpnet.run options]
 #
-# HOSTFILE is MPICH hydra's format (see hostfile.example): one "host" or "host:slots" per line.
+# HOSTFILE is MPICH hydra's format (see hostfile.example): one "host" or "host:slots" per line
+# (given to Open MPI's mpiexec as --host host:slots,...).
 # N defaults to the total number of slots. Requirements on every host: passwordless ssh from
 # this one, the same venv path ($DPNET_VENV or the active $VIRTUAL_ENV) with dpnet installed,
 # the same data paths, and TCP reachability between all hosts (hydra's proxies connect back to
@@ -34,7 +35,12 @@ if (( np < 1 )); then
     exit 2
 fi
 
-# watched-mpiexec.sh: mpiexec, stopped (exit code 5) when it would wait for ever for a host
+# Open MPI's launcher ends the job itself when a host's daemon is lost
+if "$venv/bin/mpiexec" --version 2>&1 | grep -q "Open MPI"; then
+    hosts=$(sed -e 's/#.*//' "$hostfile" | awk 'NF { n = split($1, a, ":"); printf "%s%s:%s", sep, a[1], (n > 1 ? a[2] : 1); sep = "," }')
+    exec "$venv/bin/mpiexec" --host "$hosts" -n "$np" "$venv/bin/python" -m mpi4py -m dpnet.run "$@"
+fi
+# MPICH: watched-mpiexec.sh: mpiexec, stopped (exit code 5) when it would wait for ever for a host
 # whose link died or a rank that stalled (the ranks themselves stop by --peer-timeout)
 here="$(dirname "$(readlink -f "$0")")"
 PATH="$venv/bin:$PATH" exec "$here/watched-mpiexec.sh" -launcher ssh -f "$hostfile" -n "$np" \

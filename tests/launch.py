@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -76,6 +77,33 @@ def mpiexec_is_open_mpi() -> bool:
     same options)."""
     said = subprocess.run([mpiexec_path(), "--version"], capture_output=True, text=True)
     return "Open MPI" in said.stdout + said.stderr
+
+
+# Open MPI's mpiexec, signalled itself, ends every rank (SIGCONT, SIGTERM, SIGKILL), prints
+# nothing and exits 1; a rank killed by a signal makes it exit 128 + the signal (hydra: the
+# signal's number)
+OPEN_MPI_SIGNALLED_EXIT = 1
+_LAUNCHER_NOTE = re.compile(r"^-{20,}\n.*?^-{20,}\n?", re.M | re.S)
+
+
+def job_lines(stderr: str) -> list[str]:
+    """The non-blank lines of ``stderr`` less the launcher's own framed notes (Open MPI's
+    mpiexec reports a rank's abort or non-zero exit in a block between lines of dashes and a
+    NUL byte; hydra prints none)."""
+    text = _LAUNCHER_NOTE.sub("", stderr.replace("\0", ""))
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def after_signal_to_mpiexec(code: int, line: str) -> tuple[int, list[str]]:
+    """(exit code, lines) of a job whose mpiexec got SIGINT or SIGTERM: hydra forwards it to
+    every rank, which end with ``code`` and ``line`` (from rank 0); Open MPI's mpiexec ends
+    the ranks itself and says nothing (README, "Using your own MPI")."""
+    return (OPEN_MPI_SIGNALLED_EXIT, []) if mpiexec_is_open_mpi() else (code, [line])
+
+
+def killed_rank_exit() -> int:
+    """mpiexec's exit code after it had to end a rank with SIGKILL (itself or from outside)."""
+    return 128 + signal.SIGKILL if mpiexec_is_open_mpi() else int(signal.SIGKILL)
 
 
 def mpiexec_command(n_ranks: int) -> list[str]:

@@ -7,8 +7,8 @@ The case list below is the sweep (it is rerun by CI with the suite). A moment is
 after launch (``after``: the imports, MPI's start-up and set-up take ~0.5-2 s) or the round
 whose progress line rank 0 has printed (``at_round``, rounds 1..60); ``written`` is just after
 the line saying the results were written. Documented exit codes (README, "Exit codes"): 1 a
-machine failed, 5 a silent neighbour (the launcher may say 9 when it had to kill a stopped or
-killed rank itself), 130 SIGINT, 143 SIGTERM; 0 when the run had already finished.
+machine failed, 5 a silent neighbour, 130 SIGINT, 143 SIGTERM; 0 when the run had already
+finished; under mpiexec also the launcher's own code (:func:`_allowed_codes`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch import Job, finish_job, processes_left, rank_pids, run_job, start_job
+from tests.launch import (
+    OPEN_MPI_SIGNALLED_EXIT,
+    Completed,
+    Job,
+    after_signal_to_mpiexec,
+    finish_job,
+    killed_rank_exit,
+    mpiexec_is_open_mpi,
+    processes_left,
+    rank_pids,
+    run_job,
+    start_job,
+)
 
 COMMON = ["--seed", "7", "--n-samples", "600", "--n-test", "200", "--tol", "1e-14"]
 ROUNDS = ["--max-rounds", "60", "--peer-timeout", "2"]
@@ -45,11 +57,11 @@ class Case:
 
 
 CASES = [
-    Case("mpi-kill-rank-in-start-up", True, "SIGKILL", rank=2, after=0.8, codes=(5, 9)),
-    Case("mpi-kill-rank-in-rounds", True, "SIGKILL", rank=3, at_round=12, codes=(5, 9)),
-    Case("mpi-kill-rank-0-late", True, "SIGKILL", rank=0, at_round=47, codes=(5, 9)),
-    Case("mpi-stop-rank-in-rounds", True, "SIGSTOP", rank=1, at_round=21, codes=(5, 9)),
-    Case("mpi-stop-rank-in-start-up", True, "SIGSTOP", rank=4, after=0.5, codes=(5, 9)),
+    Case("mpi-kill-rank-in-start-up", True, "SIGKILL", rank=2, after=0.8, codes=(5,)),
+    Case("mpi-kill-rank-in-rounds", True, "SIGKILL", rank=3, at_round=12, codes=(5,)),
+    Case("mpi-kill-rank-0-late", True, "SIGKILL", rank=0, at_round=47, codes=(5,)),
+    Case("mpi-stop-rank-in-rounds", True, "SIGSTOP", rank=1, at_round=21, codes=(5,)),
+    Case("mpi-stop-rank-in-start-up", True, "SIGSTOP", rank=4, after=0.5, codes=(5,)),
     Case("mpi-interrupt-in-rounds", True, "SIGINT", at_round=30, codes=(130,)),
     Case("mpi-terminate-in-start-up", True, "SIGTERM", after=1.2, codes=(143,)),
     Case("mpi-interrupt-after-writing", True, "SIGINT", written=True, codes=(0, 130)),
@@ -58,6 +70,27 @@ CASES = [
     Case("threads-machine-fails", False, "fail", rank=3, at_round=33, codes=(1,)),
     Case("threads-terminate-after-writing", False, "SIGTERM", written=True, codes=(0, 143)),
 ]
+
+
+def _allowed_codes(case: Case) -> tuple[int, ...]:
+    """The case's codes, or what mpiexec reports instead: for a rank it had to kill (stopped
+    or killed), the killed rank's code (hydra 9, Open MPI 137); Open MPI's own exit for a
+    signal to mpiexec."""
+    if not case.mpi:
+        return case.codes
+    if case.action in ("SIGINT", "SIGTERM"):
+        return (*case.codes, after_signal_to_mpiexec(case.codes[-1], "")[0])
+    return (*case.codes, killed_rank_exit())
+
+
+def launcher_signalled(case: Case, done: Completed) -> bool:
+    """Whether Open MPI's mpiexec ended the case on a signal to itself (its own exit code)."""
+    return (
+        case.mpi
+        and case.rank is None
+        and mpiexec_is_open_mpi()
+        and done.returncode == OPEN_MPI_SIGNALLED_EXIT
+    )
 
 
 def _args(tmp_path: Path, name: str, *extra: str, mpi: bool) -> tuple[list[str], Path]:
@@ -125,7 +158,7 @@ def test_chaos_then_resume(tmp_path: Path, uninterrupted: dict, case: Case) -> N
         _wait_for_moment(job, case)
         _act(job, case)
     done = finish_job(job, 90)
-    assert done.returncode in case.codes, (done.returncode, done.stderr[-2000:])
+    assert done.returncode in _allowed_codes(case), (done.returncode, done.stderr[-2000:])
     if case.action == "SIGSTOP":  # the others' deadline, naming what they waited for
         assert re.search(
             r"no message from neighbour \d+|not every machine (started MPI|reached)", done.stderr
@@ -133,7 +166,9 @@ def test_chaos_then_resume(tmp_path: Path, uninterrupted: dict, case: Case) -> N
     assert "Traceback" not in done.stderr and "Segmentation" not in done.stderr, done.stderr
     assert processes_left(done.session) == []
     assert not list(tmp_path.glob(".*.tmp"))  # (a rank killed while checkpointing may leave one)
-    if done.returncode == 0 or case.written:  # it had written the results: the whole of them
+    # it had written the results: the whole of them (Open MPI's mpiexec, signalled, may exit
+    # before its teardown reached ranks that were finishing: exit 1, the results written)
+    if done.returncode == 0 or case.written or (launcher_signalled(case, done) and out.exists()):
         _same_run(json.loads(out.read_text()), uninterrupted)
         return
     assert not out.exists()  # nothing half-written

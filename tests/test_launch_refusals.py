@@ -15,13 +15,13 @@ import pytest
 
 from dpnet.config import parse_config
 from dpnet.run import world_size_error
-from tests.launch import run_job
+from tests.launch import job_lines, run_job
 
 QUICK = ["--n-samples", "200", "--n-test", "50", "--quiet"]
 
 
 def _refused(done, message: str) -> None:
-    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    lines = job_lines(done.stderr)
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and lines[0].startswith("dpnet: error: ") and message in lines[0]
     assert done.stdout == ""
