@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.launch import mpiexec_is_open_mpi
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "launch" / "netns-demo.sh"
 HOSTFILE = REPO / "launch" / "hostfile.compose"
@@ -56,6 +58,8 @@ def missing_requirement() -> str | None:
         return f"needs {SSHD} (Debian package openssh-server)"
     if not (Path(sys.prefix) / "bin" / "mpiexec").exists():
         return "needs mpiexec in the venv (the mpich wheel)"
+    if mpiexec_is_open_mpi():
+        return "the compose demo's hosts run MPICH's hydra (the image's MPI), not Open MPI"
     probe = f"dpnet-probe{os.getpid()}"
     made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if made.returncode != 0:
