@@ -15,7 +15,8 @@
 #   DPNET_WAIT_SECONDS   deadline for the hosts' ssh, seconds  default 60
 #   DPNET_PEER_TIMEOUT   passed as --peer-timeout if set (a machine that hears nothing from a
 #                        neighbour for that long stops the job, exit code 5)
-#   MPIEXEC_TIMEOUT      hydra's own job deadline in seconds (hydra reads it; unset = none)
+#   MPIEXEC_TIMEOUT      the job's deadline in whole seconds (unset = none): a job still
+#                        running at it is stopped, exit code 124 (see watched-mpiexec.sh)
 #   DPNET_RESULTS_UID    uid[:gid] that gets the results directory and file after the run
 #   DPNET_SSHD_CONFIG    sshd configuration file               default /etc/ssh/sshd_config
 #   DPNET_SSH            ssh client command (hydra's -launcher-exec too)   default ssh
@@ -23,6 +24,8 @@
 #                        link died) before it is stopped, exit code 5        default 3
 #                        (see watched-mpiexec.sh)
 # Results are created with umask 022: readable by everyone who can read the directory.
+# SIGINT and SIGTERM to this script (Ctrl-C, `docker stop`, `docker kill -s INT`) go to the job
+# as they came: every machine stops at its next exchange, exit code 130 / 143, nothing written.
 set -euo pipefail
 
 hostfile="${DPNET_HOSTFILE:-/etc/dpnet/hostfile}"
@@ -74,14 +77,19 @@ launcher)
     if [[ -n "${DPNET_PEER_TIMEOUT:-}" ]]; then
         peer=(--peer-timeout "$DPNET_PEER_TIMEOUT")
     fi
-    # In the background, so that this shell can forward Ctrl-C / `docker stop` (SIGINT: every
-    # machine stops at its next exchange) and give the results to DPNET_RESULTS_UID afterwards;
-    # watched-mpiexec.sh stops an mpiexec that waits for a lost host or rank (exit code 5).
-    "$watched_mpiexec" -launcher ssh -launcher-exec "$ssh_cmd" \
+    # In the background, so that this shell (PID 1 in a container) can pass SIGINT / SIGTERM on
+    # and give the results to DPNET_RESULTS_UID afterwards; watched-mpiexec.sh stops an mpiexec
+    # that waits for a lost host or rank (exit code 5) or runs past MPIEXEC_TIMEOUT (124).
+    # A background job of a script starts with SIGINT ignored, and a bash started so cannot
+    # trap it: env gives it the default back.
+    restore=()
+    if env --default-signal=INT true 2>/dev/null; then restore=(env --default-signal=INT); fi
+    "${restore[@]}" "$watched_mpiexec" -launcher ssh -launcher-exec "$ssh_cmd" \
         -f "$hostfile" -n "$np" \
         python -m mpi4py -m dpnet.run --output "$output" "${peer[@]}" "$@" &
     job=$!
-    trap 'kill -INT "$job" 2>/dev/null || true' INT TERM
+    trap 'kill -INT "$job" 2>/dev/null || true' INT
+    trap 'kill -TERM "$job" 2>/dev/null || true' TERM
     status=0
     while true; do # a trapped signal interrupts wait: wait again until the job has ended
         wait "$job" && status=0 || status=$?

@@ -1,9 +1,9 @@
 """Launch material: compose file structure, Dockerfile facts, scripts executable and bash-clean.
 
-No Docker engine or Slurm is available where these tests run, so the container and cluster
-paths are checked statically; the local launcher is run for real when dpnet.run exists, and
-the compose topology with the same entrypoint and hostfile runs on 5 network-namespace hosts
-in tests/test_multihost_netns.py (root only).
+Static checks of the container and cluster files (no Slurm here); the image and the compose
+demo are built and run for real in tests/test_compose_demo.py (root, a Docker engine), the
+local launcher here when dpnet.run exists, and the compose topology with the same entrypoint
+and hostfile on 5 network-namespace hosts in tests/test_multihost_netns.py (root only).
 """
 
 from __future__ import annotations
@@ -59,8 +59,11 @@ def test_compose_five_machines() -> None:
     spec = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services = spec["services"]
     assert sorted(services) == ["launcher", "worker1", "worker2", "worker3", "worker4"]
+    # one image, built once (by the launcher's service), run by every service
+    assert services["launcher"]["build"] == {"context": ".", "dockerfile": "launch/Dockerfile"}
     for name, svc in services.items():
-        assert svc["build"] == {"context": ".", "dockerfile": "launch/Dockerfile"}
+        assert svc["image"] == "dpnet:demo"
+        assert name == "launcher" or ("build" not in svc and svc["pull_policy"] == "never")
         assert svc["hostname"] == name and svc["networks"] == ["dpnet"]
         # every host mount lies inside the repository unless the user names one
         for volume in svc["volumes"]:
@@ -74,7 +77,7 @@ def test_compose_five_machines() -> None:
     env = launcher["environment"]
     assert launcher["command"] == ["launcher"]
     assert env["DPNET_OUTPUT"] == "/results/result.json"
-    assert "./results:/results" in launcher["volumes"]
+    assert "${DPNET_RESULTS_DIR:-./results}:/results" in launcher["volumes"]
     assert "./launch/hostfile.compose:/etc/dpnet/hostfile:ro" in launcher["volumes"]
     assert set(launcher["depends_on"]) == set(services) - {"launcher"}
     # deadlines on by default: the peer deadline of dpnet.run and hydra's job deadline
@@ -92,8 +95,11 @@ def test_compose_five_machines() -> None:
 
 def test_dockerfile_facts() -> None:
     text = (LAUNCH / "Dockerfile").read_text()
-    # a pinned base: a patch release on a named Debian release (optionally @sha256 digest)
-    assert re.search(r"^FROM python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?$", text, re.M)
+    # a pinned base by default: a patch release on a named Debian release (optionally
+    # @sha256 digest), another one by build argument (tests/test_compose_demo.py's stand-in)
+    pinned = r"python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?"
+    base = rf"^ARG DPNET_BASE={pinned}\nFROM \$\{{DPNET_BASE\}}$"
+    assert re.search(base, text, re.M)
     assert "imagetools inspect" in text  # how to pin the digest
     assert 'pip install --no-cache-dir ".[mpich]"' in text  # MPI comes from an extra now
     assert "openssh-server" in text and "openssh-client" in text
