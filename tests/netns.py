@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.launch import mpiexec_is_open_mpi
+from tests.launch import line_arrived, mpiexec_is_open_mpi
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "launch" / "netns-demo.sh"
@@ -112,14 +112,7 @@ class Job:
                 self.stdout.append(line)
 
     def wait_for_line(self, text: str, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if any(text in line for _, line in self.lines):
-                return True
-            if self.proc.poll() is not None:
-                return False
-            time.sleep(0.05)
-        return False
+        return line_arrived(self.lines, self.proc, text, timeout)
 
     def wait(self, timeout: float) -> int | None:
         """Exit code, or None (and the launcher's process group killed) after ``timeout``."""

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch import run_job
+from tests.launch import line_arrived, run_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi_launch, pytest.mark.timeout(1200)]
 
@@ -293,14 +293,7 @@ class Up:
             time.sleep(0.1)
 
     def wait_for_line(self, text: str, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if any(text in line for _, line in self.lines):
-                return True
-            if self.proc.poll() is not None:
-                return False
-            time.sleep(0.05)
-        return False
+        return line_arrived(self.lines, self.proc, text, timeout)
 
     def wait(self, timeout: float) -> int | None:
         try:
