@@ -28,8 +28,8 @@ from dpnet.errors import (
     signal_exception,
 )
 
-RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 OPEN_MPI_RANK = "OMPI_COMM_WORLD_RANK"  # set by Open MPI's launcher only
+RANK_VARIABLES = ("PMI_RANK", OPEN_MPI_RANK, "PMIX_RANK")
 
 
 def launcher_rank() -> tuple[int, bool]:

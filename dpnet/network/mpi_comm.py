@@ -43,6 +43,7 @@ from dpnet.network.comm import (
     PeerSilent,
     TrafficStats,
 )
+from dpnet.run import launched_by_open_mpi
 
 mpi4py.rc.initialize = False  # started by start_within(): a deadline on MPI_Init too
 mpi4py.rc.finalize = True
@@ -134,7 +135,7 @@ def end_after_signal(code: int, line: str, rank: int) -> None:
     if rank != 0:
         time.sleep(SIGNAL_GRACE_SECONDS)
     print(line, file=sys.stderr, flush=True)
-    if MPI.get_vendor()[0] != "Open MPI":  # its launcher reads these pipes until the end
+    if not launched_by_open_mpi():  # Open MPI's launcher reads these pipes until the end
         quiet = os.open(os.devnull, os.O_WRONLY)
         os.dup2(quiet, sys.stdout.fileno())
         os.dup2(quiet, sys.stderr.fileno())
