@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
+from scipy import stats
 from scipy.optimize import brentq
 from scipy.stats import norm
 
@@ -81,8 +82,11 @@ def test_samplers_draw_what_the_accountant_assumes() -> None:
     fixed = BatchSampler("fixed", 1000, 30, rng)
     draws = [fixed.draw() for _ in range(200)]
     assert all(len(b) == 30 and len(np.unique(b)) == 30 for b in draws)
-    counts = np.bincount(np.concatenate(draws), minlength=1000)  # uniform: mean 6 per row
-    assert abs(counts.mean() - 6.0) < 1e-12 and counts.std() < 3.5
+    # each row is in a draw with probability 0.03, independently across draws: its count is
+    # Binomial(200, 0.03) (variance 5.82); a sampler that favours rows fails the chi-square
+    counts = np.bincount(np.concatenate(draws), minlength=1000)
+    assert stats.chisquare(counts).pvalue > 1e-3
+    assert counts.var() == pytest.approx(200 * 0.03 * 0.97, rel=0.15)
     poisson = BatchSampler("poisson", 1000, 30, rng)
     sizes = np.array([len(poisson.draw()) for _ in range(2000)])
     assert abs(sizes.mean() - 30) < 4 * math.sqrt(30 * 0.97 / 2000)
