@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.figures import report
 from tests.launch import line_arrived, run_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi_launch, pytest.mark.timeout(1200)]
@@ -381,7 +382,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     try:
         engine.up()
         base = engine.figures.get("base_seconds")
-        print(
+        report(
             "\ncompose demo engine: "
             + (f"stand-in base {base:.0f} s, " if base is not None else "")
             + f"image {engine.figures['image_seconds']:.0f} s, "
@@ -429,7 +430,7 @@ def test_compose_up_matches_one_host_over_tcp(demo: Demo, tmp_path: Path) -> Non
     assert five["rounds"] == one["rounds"] and five["n_machines"] == 5
     # what the launcher printed: progress and summary lines, released values only
     said = [line for _, line in up.lines if re.match(r"\S*launcher-1 +\| (round|dpnet:| )", line)]
-    print(f"\ncompose up (5 containers created, then the job): {seconds:.1f} s, exit 0")
+    report(f"\ncompose up (5 containers created, then the job): {seconds:.1f} s, exit 0")
     print("".join(said), end="")
     # rank r ran in the r-th container; its link carried what it sent (tx) and what its
     # neighbours sent it (rx: the same buffers, one per neighbour), so MPI went over TCP
@@ -438,7 +439,7 @@ def test_compose_up_matches_one_host_over_tcp(demo: Demo, tmp_path: Path) -> Non
         assert machine["host"] == service
         rx, tx = up.counters[service]
         payload = machine["bytes_sent"]
-        print(f"  {service}: link tx {tx} B, rx {rx} B; MPI payload sent {payload} B")
+        report(f"  {service}: link tx {tx} B, rx {rx} B; MPI payload sent {payload} B")
         assert tx >= payload, f"{service}: {tx} B on the link < {payload} B sent: not TCP?"
         assert rx >= payload, f"{service}: {rx} B received on the link < {payload} B"
 
@@ -469,7 +470,7 @@ def test_a_lost_rank_or_machine_ends_the_demo_with_its_code(demo: Demo, fault: s
         if up.proc.poll() is None:
             up.wait(timeout=0)
     launcher = up.launcher_exit_code()
-    print(f"\n{fault}: launcher exit code {launcher} after {ended:.1f} s, compose {code}")
+    report(f"\n{fault}: launcher exit code {launcher} after {ended:.1f} s, compose {code}")
     assert not (demo.results / "result.json").exists()
     if fault.startswith("kill"):
         assert launcher == code == 255, up.output[-3000:]  # hydra aborts the job
@@ -516,7 +517,7 @@ def test_signals_reach_the_job(demo: Demo, how: str) -> None:
             up.wait(timeout=0)
     launcher = up.launcher_exit_code()
     last = _last_dpnet_line(demo, up, after=before)
-    print(f"\n{how}: launcher exit code {launcher} after {ended:.2f} s, compose {code}: {last}")
+    report(f"\n{how}: launcher exit code {launcher} after {ended:.2f} s, compose {code}: {last}")
     expected = {"docker stop": 143, "docker kill -s INT": 130}.get(how, 143)
     assert launcher == expected, up.output[-3000:]
     # Ctrl-C: compose stops the containers (SIGTERM) and exits with 130 itself
@@ -535,7 +536,7 @@ def test_a_job_deadline_always_ends_with_124(demo: Demo) -> None:
         code = up.wait(timeout=deadline + 120)
         seconds = time.monotonic() - start
         launcher = up.launcher_exit_code()
-        print(f"\njob deadline {deadline} s ({attempt + 1}): exit code {launcher} after "
+        report(f"\njob deadline {deadline} s ({attempt + 1}): exit code {launcher} after "
               f"{seconds:.1f} s from up, compose {code}")  # fmt: skip
         assert launcher == code == 124, up.output[-3000:]
         assert "still running at its deadline (MPIEXEC_TIMEOUT=10 s)" in up.output
@@ -548,5 +549,5 @@ def test_compose_down_leaves_nothing(demo: Demo) -> None:
     done = demo.down()
     assert done.returncode == 0, done.stderr
     left = demo.left()
-    print(f"\ncompose down: left {left}")
+    report(f"\ncompose down: left {left}")
     assert left == {"containers": [], "networks": [], "volumes": []}
