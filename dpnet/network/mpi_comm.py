@@ -134,6 +134,12 @@ def end_after_signal(code: int, line: str, rank: int) -> None:
         return
     if rank != 0:
         time.sleep(SIGNAL_GRACE_SECONDS)
+    abort_with_line(code, line)
+
+
+def abort_with_line(code: int, line: str) -> None:
+    """``line`` on stderr, ``LINE_DRAIN_SECONDS`` for it to reach the launcher, then
+    MPI_Abort with ``code`` (this rank's later output, MPICH's own abort note, dropped)."""
     print(line, file=sys.stderr, flush=True)
     if not launched_by_open_mpi():  # Open MPI's launcher reads these pipes until the end
         quiet = os.open(os.devnull, os.O_WRONLY)
@@ -284,11 +290,10 @@ class MPISetup:
 
 
 def install_abort_hook() -> None:
-    """An uncaught exception on any rank prints one line and aborts every rank."""
+    """An uncaught exception on any rank prints one line and aborts every rank (exit 1).
+    The line gets the drain of :func:`abort_with_line`: aborting at once lost it in CI."""
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
-        rank = MPI.COMM_WORLD.Get_rank()
-        print(failure_line(rank, exc), file=sys.stderr, flush=True)
-        MPI.COMM_WORLD.Abort(EXIT_MACHINE_FAILED)
+        abort_with_line(EXIT_MACHINE_FAILED, failure_line(MPI.COMM_WORLD.Get_rank(), exc))
 
     sys.excepthook = hook
