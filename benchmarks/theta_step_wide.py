@@ -71,7 +71,7 @@ def theta_step(kind: str) -> Any:
     """The theta-step function run_machine calls, with the Newton system forced to ``kind``."""
     if kind == "gradient":
         return None  # run_machine's own gradient branch (ADMMConfig.theta_solver)
-    return functools.partial(steps.theta_update_newton, system=kind)
+    return functools.partial(steps.theta_step_newton, system=kind)
 
 
 def run_rounds(
@@ -89,15 +89,17 @@ def run_rounds(
         max_rounds=rounds,
         theta_solver="gradient" if kind == "gradient" else "newton",
     )
-    original = admm.theta_update_newton
+    original = admm.theta_step_newton
     newton = theta_step(kind) or original
 
-    def recording(data: Any, z_nbhd: Any, v_in: Any, theta: Any, c: float) -> np.ndarray:
+    def recording(
+        data: Any, z_nbhd: Any, v_in: Any, theta: Any, c: float
+    ) -> tuple[np.ndarray, float]:
         if record is not None and data is shards[0]:
             record.append((data, z_nbhd.copy(), v_in.copy(), theta.copy(), c))
         return newton(data, z_nbhd, v_in, theta, c)
 
-    admm.theta_update_newton = recording
+    admm.theta_step_newton = recording
     try:
         start = time.perf_counter()
         run_in_process(
@@ -107,7 +109,7 @@ def run_rounds(
         )
         return time.perf_counter() - start
     finally:
-        admm.theta_update_newton = original
+        admm.theta_step_newton = original
 
 
 def time_theta_step(kind: str, args: tuple[Any, ...], repeats: int) -> tuple[float, int]:

@@ -16,6 +16,7 @@ from dpnet.decentralized.steps import (
     LocalData,
     newton_direction,
     newton_system_kind,
+    theta_step_newton,
     theta_update_newton,
 )
 from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
@@ -132,7 +133,8 @@ def _theta_update_newton_before(data, z_nbhd, v_in, theta_prev, c, tol=1e-12, ma
 
 
 @pytest.mark.parametrize(("n", "p", "system"), [(80, 6, None), (40, 39, None), (20, 60, "dense")])
-def test_dense_path_is_bitwise_the_old_step(n, p, system):
+def test_dense_path_is_the_old_step_to_rounding(n, p, system):
+    """The Cholesky (posv) solve and the carried margins change only the last bits."""
     rng = np.random.default_rng(3)
     for loss in (Logistic(), UnbiasedLogistic(0.8)):
         data = _wide(rng, n=n, p=p, loss=loss)
@@ -140,7 +142,7 @@ def test_dense_path_is_bitwise_the_old_step(n, p, system):
         v_in = rng.standard_normal((3, p + 1)) * 0.01
         new = theta_update_newton(data, z_nbhd, v_in, np.zeros(p + 1), 0.05, system=system)
         old = _theta_update_newton_before(data, z_nbhd, v_in, np.zeros(p + 1), 0.05)
-        assert np.array_equal(new, old)
+        assert np.abs(new - old).max() <= 1e-12 * max(1.0, np.abs(old).max())
 
 
 # wide ADMM problem: p = 400 features (100 groups of 4), n = 60 rows on J = 3 machines (20 each)
@@ -165,7 +167,7 @@ def wide_problem():
 def _run_wide(X, y, groups, monkeypatch, system):
     if system is not None:
         monkeypatch.setattr(
-            admm, "theta_update_newton", functools.partial(theta_update_newton, system=system)
+            admm, "theta_step_newton", functools.partial(theta_step_newton, system=system)
         )
     ptr, idx = groups_from_labels(groups)
     structure = GroupStructure(ptr, idx, np.full(len(ptr) - 1, LAM / (2 * J)))

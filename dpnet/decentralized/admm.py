@@ -28,8 +28,8 @@ from dpnet.decentralized.steps import (
     local_objective,
     residuals,
     scaled_residual,
+    theta_step_newton,
     theta_update_gradient,
-    theta_update_newton,
     z_update,
 )
 from dpnet.decentralized.termination import TreeAggregator, tree_plan
@@ -329,6 +329,7 @@ def run_machine(
     history = list(state.history)
     stop_reason = "max_rounds"
     rounds = state.round
+    loss: float | None = None  # f_j(theta) of the last theta step, when it computed it
 
     majorized = (
         MajorizedThetaStep(data, config.beta_steps) if config.theta_solver == "majorized" else None
@@ -352,10 +353,11 @@ def run_machine(
         try:
             z_nbhd = with_own(z, comm.neighbour_exchange(z))
             z_in, z_out = relaxed(z, z_nbhd, theta, theta_nbhd, config.relaxation)
+            loss = None
             if config.record is not None:
                 theta = private_theta_step(config.record, data, z_in, v_in, theta, c, comm.rank, t)
             elif config.theta_solver == "newton":
-                theta = theta_update_newton(data, z_in, v_in, theta, c)
+                theta, loss = theta_step_newton(data, z_in, v_in, theta, c)
             elif config.theta_solver == "majorized":
                 theta = majorized(z_in, v_in, theta, c)
             else:
@@ -379,7 +381,7 @@ def run_machine(
         norm = float(np.linalg.norm(theta))
         own = np.array(
             [
-                released_loss(config, data, theta)
+                (released_loss(config, data, theta) if loss is None else loss)
                 + group_penalty(theta[:-1], groups.grp_ptr, groups.grp_indices, groups.thresholds),
                 scaled_residual(primal, dual, c, norm),
                 primal,
@@ -409,7 +411,7 @@ def run_machine(
         z=z,
         rounds=rounds,
         stop_reason=stop_reason,
-        local_objective=released_loss(config, data, theta, math.nan),
+        local_objective=released_loss(config, data, theta, math.nan) if loss is None else loss,
         n_rows=len(data.y),
         traffic=comm.stats.as_dict(),
         total_seconds=total,

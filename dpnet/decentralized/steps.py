@@ -26,6 +26,7 @@ from typing import Literal
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg.lapack import dposv
 
 from dpnet.losses.margin import Logistic, MarginLoss
 from dpnet.penalties.group import block_soft_threshold
@@ -117,7 +118,10 @@ def newton_direction(
 ) -> np.ndarray:
     r"""H^{-1} grad for H = X^T diag(weights) X + rho I, weights >= 0 (may be exactly 0), rho > 0.
 
-    ``dense``: np.linalg.solve on H. ``woodbury``: with S = diag(weights)^{1/2},
+    ``dense``: H = A^T A + rho I with A = S X, S = diag(weights)^{1/2} (a symmetric rank-k
+    product, BLAS syrk), solved by Cholesky (LAPACK dposv); NaN if H has a non-finite entry
+    or is not numerically positive definite (the stop rule then stops the run as
+    non-finite). ``woodbury``:
 
         H^{-1} g = (1/rho) [g - X^T S (rho I + S X X^T S)^{-1} S X g],
 
@@ -125,9 +129,13 @@ def newton_direction(
     passed to reuse it across Newton iterations. See docs/algorithms.md.
     """
     if kind == "dense":
-        hess = (X.T * weights) @ X
-        hess[np.diag_indices_from(hess)] += rho
-        return np.linalg.solve(hess, grad)
+        scaled = X * np.sqrt(weights)[:, None]
+        hess = scaled.T @ scaled
+        hess.flat[:: hess.shape[0] + 1] += rho
+        if not np.isfinite(hess).all():  # posv would "solve" a system with infinite entries
+            return np.full_like(grad, np.nan)
+        _, step, info = dposv(hess, grad, overwrite_a=True)
+        return step if info == 0 else np.full_like(grad, np.nan)
     if kind != "woodbury":
         raise ValueError(f"unknown Newton system kind {kind!r}")
     if gram is None:
@@ -141,6 +149,64 @@ def newton_direction(
     return (grad - X.T @ (s * w)) / rho
 
 
+def theta_step_newton(
+    data: LocalData,
+    z_nbhd: np.ndarray,
+    v_in: np.ndarray,
+    theta_prev: np.ndarray,
+    c: float,
+    *,
+    tol: float = 1e-12,
+    max_iter: int = 50,
+    system: NewtonSystem | None = None,
+) -> tuple[np.ndarray, float]:
+    """theta step solved to ``tol`` (gradient norm) by damped Newton from ``theta_prev``;
+    returns (theta, f_j(theta)), the local loss read by the stop statistics.
+
+    The subproblem is smooth and (c d_j)-strongly convex; Armijo backtracking on the exact
+    objective makes every step a descent step. The Newton system (H = X~^T D X~ + c d_j I,
+    D = diag(l''/n)) is solved as ``system`` says, by default ``newton_system_kind(n_j, p+1)``:
+    dense for tall shards, by the Woodbury identity when n_j < p + 1 (see
+    :func:`newton_direction`). The margins y X~ theta are carried along the iterations: a
+    step s moves them by -t y X~ s, one product with X~ per Newton iteration however many
+    step lengths the line search tries.
+    """
+    d = z_nbhd.shape[0]
+    m = _prox_center(z_nbhd, v_in, c)
+    rho = c * d
+    X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
+    kind = newton_system_kind(*X.shape) if system is None else system
+    gram = X @ X.T if kind == "woodbury" else None  # O(n_j^2 (p+1)), once per theta step
+    theta = theta_prev.copy()
+    margin = y * (X @ theta)
+    loss_value = inv_n * loss.value(margin).sum()
+    f = loss_value + 0.5 * rho * np.dot(theta - m, theta - m)
+    for _ in range(max_iter):
+        first, second = loss.derivatives(margin)
+        grad = X.T @ (inv_n * y * first) + rho * (theta - m)
+        if np.linalg.norm(grad) <= tol:
+            break
+        step = newton_direction(X, inv_n * second, rho, grad, kind, gram)
+        slope = grad @ step
+        moved = y * (X @ step)
+        if slope <= 1e-12 * max(1.0, abs(f)):
+            # quadratic-convergence region: the predicted decrease is below what function
+            # values can resolve, so a line search would only add rounding noise
+            theta, margin = theta - step, margin - moved
+            loss_value = inv_n * loss.value(margin).sum()
+            break
+        t = 1.0
+        while True:
+            cand, cand_margin = theta - t * step, margin - t * moved
+            cand_loss = inv_n * loss.value(cand_margin).sum()
+            f_cand = cand_loss + 0.5 * rho * np.dot(cand - m, cand - m)
+            if f_cand <= f - 1e-4 * t * slope or t < 1e-10:
+                break
+            t *= 0.5
+        theta, margin, loss_value, f = cand, cand_margin, cand_loss, f_cand
+    return theta, float(loss_value)
+
+
 def theta_update_newton(
     data: LocalData,
     z_nbhd: np.ndarray,
@@ -152,47 +218,11 @@ def theta_update_newton(
     max_iter: int = 50,
     system: NewtonSystem | None = None,
 ) -> np.ndarray:
-    """theta step solved to ``tol`` (gradient norm) by damped Newton from ``theta_prev``.
-
-    The subproblem is smooth and (c d_j)-strongly convex; Armijo backtracking on the exact
-    objective makes every step a descent step. The Newton system (H = X~^T D X~ + c d_j I,
-    D = diag(l''/n)) is solved as ``system`` says, by default ``newton_system_kind(n_j, p+1)``:
-    dense for tall shards, by the Woodbury identity when n_j < p + 1 (see
-    :func:`newton_direction`).
-    """
-    d = z_nbhd.shape[0]
-    m = _prox_center(z_nbhd, v_in, c)
-    rho = c * d
-    X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
-    kind = newton_system_kind(*X.shape) if system is None else system
-    gram = X @ X.T if kind == "woodbury" else None  # O(n_j^2 (p+1)), once per theta step
-    theta = theta_prev.copy()
-
-    def value(t: np.ndarray) -> float:
-        return inv_n * loss.value(y * (X @ t)).sum() + 0.5 * rho * np.dot(t - m, t - m)
-
-    f = value(theta)
-    for _ in range(max_iter):
-        margin = y * (X @ theta)
-        grad = X.T @ (inv_n * y * loss.derivative(margin)) + rho * (theta - m)
-        if np.linalg.norm(grad) <= tol:
-            break
-        step = newton_direction(X, inv_n * loss.curvature(margin), rho, grad, kind, gram)
-        slope = grad @ step
-        if slope <= 1e-12 * max(1.0, abs(f)):
-            # quadratic-convergence region: the predicted decrease is below what function
-            # values can resolve, so a line search would only add rounding noise
-            theta = theta - step
-            break
-        t = 1.0
-        while True:
-            cand = theta - t * step
-            f_cand = value(cand)
-            if f_cand <= f - 1e-4 * t * slope or t < 1e-10:
-                break
-            t *= 0.5
-        theta, f = cand, f_cand
-    return theta
+    """The theta of :func:`theta_step_newton`, without its loss."""
+    step = theta_step_newton(
+        data, z_nbhd, v_in, theta_prev, c, tol=tol, max_iter=max_iter, system=system
+    )
+    return step[0]
 
 
 class MajorizedThetaStep:

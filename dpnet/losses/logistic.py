@@ -27,6 +27,13 @@ def logistic_d2loss(margin: np.ndarray) -> np.ndarray:
     return s * (1.0 - s)
 
 
+def logistic_derivatives(margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(s, s (1 - s)) with s = sigma(-m): minus the first and the second derivative, from one
+    sigmoid (a Newton iteration needs both)."""
+    s = expit(-margin)
+    return s, s * (1.0 - s)
+
+
 def logistic_objective(
     X: np.ndarray,
     y: np.ndarray,

@@ -31,7 +31,12 @@ from dpnet.losses.huberized_hinge import (
     huberized_hinge_dloss,
     huberized_hinge_loss,
 )
-from dpnet.losses.logistic import logistic_d2loss, logistic_dloss, logistic_loss
+from dpnet.losses.logistic import (
+    logistic_d2loss,
+    logistic_derivatives,
+    logistic_dloss,
+    logistic_loss,
+)
 
 
 class MarginLoss(ABC):
@@ -48,6 +53,11 @@ class MarginLoss(ABC):
     @abstractmethod
     def curvature(self, m: np.ndarray) -> np.ndarray:
         """Elementwise l''(m) >= 0."""
+
+    def derivatives(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(l'(m), l''(m)) together: a Newton iteration needs both (the logistic losses share
+        one sigmoid between them)."""
+        return self.derivative(m), self.curvature(m)
 
     @property
     @abstractmethod
@@ -73,6 +83,10 @@ class Logistic(MarginLoss):
     def curvature(self, m: np.ndarray) -> np.ndarray:
         return logistic_d2loss(m)
 
+    def derivatives(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s, curvature = logistic_derivatives(m)
+        return -s, curvature
+
     @property
     def curvature_bound(self) -> float:
         return 0.25
@@ -97,12 +111,19 @@ class UnbiasedLogistic(MarginLoss):
         return (p * logistic_loss(m) - (1 - p) * logistic_loss(-m)) / (2 * p - 1)
 
     def derivative(self, m: np.ndarray) -> np.ndarray:
+        return self._from_sigmoid(-logistic_dloss(m))
+
+    def _from_sigmoid(self, s: np.ndarray) -> np.ndarray:
+        """l_p'(m) from s = sigma(-m)."""
         p = self.keep_prob
-        s = -logistic_dloss(m)  # sigma(-m)
         return -(p * s + (1 - p) * (1 - s)) / (2 * p - 1)
 
     def curvature(self, m: np.ndarray) -> np.ndarray:
         return logistic_d2loss(m)
+
+    def derivatives(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s, curvature = logistic_derivatives(m)
+        return self._from_sigmoid(s), curvature
 
     @property
     def curvature_bound(self) -> float:
