@@ -22,7 +22,7 @@ import numpy as np
 from dpnet import streams
 from dpnet.config import RunConfig
 from dpnet.data.labels import LabelDomain
-from dpnet.decentralized.admm import ProgressRecord
+from dpnet.decentralized.admm import ROUND_STEPS, MachineResult, ProgressRecord
 from dpnet.decentralized.cv import CVResult
 from dpnet.decentralized.machine import (
     RECORD_GUARANTEE,
@@ -314,12 +314,32 @@ def build_report(
             # the job's start to the first round, slowest machine (dpnet.run.main: imports,
             # MPI, data, set-up)
             "startup_seconds": max(r.startup_seconds for r in results),
+            "cpu_seconds_per_round_by_step": _step_split(results),
         },
         "history": [vars(h) for h in results[0].history],
         "baselines": baselines or {},
         "n_machines": J,
         **({} if cross_validation is None else {"cross_validation": _cv_block(cross_validation)}),
     }
+
+
+def _step_split(results: list[MachineResult]) -> dict[str, float] | None:
+    """Mean over machines of each round step's CPU seconds per round (ROUND_STEPS, then
+    communication), None where the backend does not time the steps (the simulator)."""
+    if any(r.step_cpu_seconds is None for r in results):
+        return None
+    rounds = [max(r.rounds - r.start_round, 1) for r in results]
+    split = {
+        step: float(np.mean([_seconds(r)[step] / k for r, k in zip(results, rounds, strict=True)]))
+        for step in ROUND_STEPS
+    }
+    comm = [r.traffic["comm_cpu_seconds"] / k for r, k in zip(results, rounds, strict=True)]
+    return {**split, "communication": float(np.mean(comm))}
+
+
+def _seconds(result: MachineResult) -> dict[str, float]:
+    assert result.step_cpu_seconds is not None
+    return result.step_cpu_seconds
 
 
 def _cv_block(parts: list[CVResult]) -> dict[str, Any]:
@@ -443,6 +463,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round "
         f"({report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication), "
         f"start-up {report['timing']['startup_seconds']:.2f} s",
+        *_step_lines(report["timing"]["cpu_seconds_per_round_by_step"]),
         _privacy_line(priv),
         *([f"  privacy: {priv['seed']}"] if report["seed"] is not None else []),
         *(
@@ -477,6 +498,13 @@ def _privacy_line(priv: dict[str, Any]) -> str:
 
 def _pld_text(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _step_lines(split: dict[str, float] | None) -> list[str]:
+    if split is None:
+        return []
+    parts = ", ".join(f"{step.replace('_', ' ')} {sec * 1e3:.3f}" for step, sec in split.items())
+    return [f"  CPU ms per round (mean machine): {parts}"]
 
 
 def _cv_lines(cv: dict[str, Any] | None) -> list[str]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from dpnet.decentralized.admm import ADMMConfig, balance_penalty, run_machine
+from dpnet.decentralized.admm import ADMMConfig, StepClock, balance_penalty, run_machine
 from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
@@ -136,3 +136,14 @@ def test_a_failing_machine_stops_the_in_process_network():
             lambda comm: run_machine(comm, shards[comm.rank], groups, cfg, graph),
             peer_timeout=30,
         )
+
+
+def test_step_clock_charges_each_lap_to_its_step():
+    ticks = iter([0.0, 1.0, 3.0, 7.0, 15.0, 31.0])
+    clock = StepClock(lambda: next(ticks))
+    clock.lap("z_step")  # 1 - 0
+    clock.lap(None)  # 3 - 1: dropped (a communication call)
+    clock.lap("theta_step")  # 7 - 3
+    clock.lap("statistics")  # 15 - 7
+    clock.lap("theta_step")  # 31 - 15
+    assert clock.seconds == {"z_step": 1.0, "theta_step": 20.0, "statistics": 8.0}

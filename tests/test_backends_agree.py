@@ -26,6 +26,7 @@ CLOCKS = {
     "comm_seconds_per_round",
     "compute_seconds_per_round",
     "compute_cpu_seconds_per_round",
+    "cpu_seconds_per_round_by_step",
     "startup_seconds",
     "total_seconds",
     "compute_seconds",

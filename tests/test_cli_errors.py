@@ -164,6 +164,15 @@ def test_results_file_is_complete(tmp_path):
     timing = report["timing"]
     assert timing["startup_seconds"] == max(m["startup_seconds"] for m in report["machines"])
     assert 0 < timing["startup_seconds"] < 60  # from main()'s call: no import in this test
+    # the round's steps: their CPU is the machine's compute CPU but the set-up before round 1
+    split = timing["cpu_seconds_per_round_by_step"]
+    assert list(split) == ["z_step", "theta_step", "statistics", "communication"]
+    steps = split["z_step"] + split["theta_step"] + split["statistics"]
+    assert 0.5 * timing["compute_cpu_seconds_per_round"] < steps
+    assert steps <= timing["compute_cpu_seconds_per_round"] + 1e-6
+    assert split["theta_step"] > split["z_step"]  # a Newton solve against a soft-threshold
+    comm = np.mean([m["comm_cpu_seconds"] for m in report["machines"]]) / report["rounds"]
+    assert split["communication"] == pytest.approx(comm)
     assert list(tmp_path.joinpath("sub").iterdir()) == [out]  # no temporary file left behind
 
 

@@ -103,6 +103,30 @@ class LoopState:
     history: list[ProgressRecord] = field(default_factory=list)
 
 
+ROUND_STEPS = ("z_step", "theta_step", "statistics")
+"""The parts of a round timed apart (communication is timed by the communicator):
+statistics is the dual step, the residuals, the stop statistics and the stop decision."""
+
+
+@dataclass
+class StepClock:
+    """CPU seconds spent in each of :data:`ROUND_STEPS`: ``lap(step)`` charges the time since
+    the previous lap to ``step``; ``lap(None)`` drops it (communication, checkpoints)."""
+
+    clock: Callable[[], float]
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ROUND_STEPS, 0.0))
+    last: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.last = self.clock()
+
+    def lap(self, step: str | None) -> None:
+        now = self.clock()
+        if step is not None:
+            self.seconds[step] += now - self.last
+        self.last = now
+
+
 @dataclass
 class MachineResult:
     """What one machine ends with; gathered to rank 0 for reporting."""
@@ -123,6 +147,7 @@ class MachineResult:
     start_round: int = 0  # rounds done before this process (resumed from a checkpoint)
     startup_seconds: float | None = None  # the job's start to started_at (set by dpnet.run)
     host: str | None = None  # the machine's host name (set with startup_seconds)
+    step_cpu_seconds: dict[str, float] | None = None  # ROUND_STEPS' CPU (None: not timed)
 
 
 def released_loss(
@@ -319,6 +344,7 @@ def run_machine(
     A neighbour's silence (:class:`PeerSilent`) is re-raised with the round it happened in.
     """
     start, cpu_start = time.perf_counter(), comm.stats.cpu_clock()
+    step_clock = StepClock(comm.stats.cpu_clock)
     own_pos = sum(v < comm.rank for v in comm.neighbours)  # position of j inside Nbar_j, sorted
     dim = data.n_features + 1
     state = initial_state(comm, dim, config, graph) if start_state is None else start_state
@@ -350,8 +376,11 @@ def run_machine(
             time.sleep(STALL_SECONDS)  # a hung machine: its neighbours' deadlines end the job
         z_prev = z
         z = z_update(theta_nbhd, v_out, z_prev, c, groups, config.alpha_z)
+        step_clock.lap("z_step")
         try:
-            z_nbhd = with_own(z, comm.neighbour_exchange(z))
+            z_sent = comm.neighbour_exchange(z)
+            step_clock.lap(None)
+            z_nbhd = with_own(z, z_sent)
             z_in, z_out = relaxed(z, z_nbhd, theta, theta_nbhd, config.relaxation)
             loss = None
             if config.record is not None:
@@ -370,7 +399,10 @@ def run_machine(
                     n_steps=config.beta_steps,
                     step_size=config.beta_step_size,
                 )
-            received = comm.neighbour_exchange(np.concatenate([theta, stats.outgoing()]))
+            message = np.concatenate([theta, stats.outgoing()])
+            step_clock.lap("theta_step")
+            received = comm.neighbour_exchange(message)
+            step_clock.lap(None)
         except PeerSilent as exc:
             exc.round = t
             raise
@@ -397,11 +429,14 @@ def run_machine(
             reason, c, changes = take_decision(complete, record.round, t, config, c, changes)
             if reason is not None:
                 stop_reason = reason
+                step_clock.lap("statistics")
                 break
+        step_clock.lap("statistics")
         if on_round is not None:
             on_round(
                 LoopState(t, theta, z, theta_nbhd, v_out, v_in, c, changes, stats.state(), history)
             )
+            step_clock.lap(None)
 
     total = time.perf_counter() - start
     cpu_total = comm.stats.cpu_clock() - cpu_start
@@ -420,4 +455,5 @@ def run_machine(
         started_at=start,
         history=history,
         start_round=state.round,
+        step_cpu_seconds=step_clock.seconds,
     )
