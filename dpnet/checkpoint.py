@@ -3,7 +3,8 @@
 Every ``every`` rounds each machine writes ``DIR/machine-<rank>/round-<t>.npz`` atomically
 (a temporary file, then a rename; mode 0600) holding what it needs to continue bitwise: the
 round loop's :class:`~dpnet.decentralized.admm.LoopState` (iterates, both dual copies, c and
-its changes, the termination waves, the history), its randomized labels and its traffic
+its changes, the termination waves, the history, and where the theta step last formed its
+Newton matrix: an earlier theta iterate and its rho), its randomized labels and its traffic
 counters. Each is a function of public inputs and the randomized labels. The file also holds
 SHA-256 fingerprints of the machine's graph, settings and data (its features and row layout:
 the inputs label-DP treats as public, never the raw labels), to refuse a checkpoint of another
@@ -43,11 +44,11 @@ from dpnet.decentralized.admm import LoopState, ProgressRecord
 from dpnet.decentralized.boundary import RawShard
 from dpnet.errors import DpnetError
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4  # 4: the theta step's Newton anchor (steps.NewtonAnchor)
 LEAKY_FORMATS = {2: "it holds the randomized-response stream's state, which gives every raw label"}
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 TEMP_PREFIX, TEMP_SUFFIX = ".round-", ".tmp"  # a checkpoint being written
-_ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in")
+_ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in")  # then c, changes, ...: by position
 
 
 class CheckpointError(DpnetError):
@@ -175,6 +176,7 @@ class Checkpointer:
         history = np.array([list(asdict(r).values()) for r in state.history], dtype=np.float64)
         arrays["history"] = history.reshape(-1, 4)
         arrays["penalty_changes"] = state.penalty_changes
+        arrays["newton_anchor"] = state.newton_anchor
         arrays["y_randomized"] = self.y_randomized
         arrays["meta"] = np.array(json.dumps(meta))
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -243,6 +245,7 @@ def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) 
             arrays["penalty_changes"],
             aggregator,
             history,
+            arrays["newton_anchor"],
         )
         return Resumed(state, arrays["y_randomized"], meta["traffic"])
     except CheckpointError:

@@ -115,6 +115,7 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
         names = set(stored.files)
         y = stored["y_randomized"]
         theta_nbhd = stored["theta_nbhd"]
+        anchor = stored["newton_anchor"]
         meta = json.loads(str(stored["meta"]))
     aggregator = {n for n in names if n.startswith("aggregator_")}
     assert names - aggregator == {
@@ -125,14 +126,16 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
         "v_in",
         "penalty_changes",  # (round, factor) of each change of c: from the network statistics
         "history",
+        "newton_anchor",  # an earlier theta iterate and its c d_j: where H was last formed
         "y_randomized",
         "meta",
     }
     assert set(np.unique(y)) <= {-1.0, 1.0} and y.shape == (120,)  # 600 rows over 5 machines
     assert theta_nbhd.shape[0] == 1 + 2  # itself and its two paper5 neighbours, no one else
+    assert anchor.shape == (theta_nbhd.shape[1] + 1,)  # p + 1 coefficients, then rho
     # nothing of the randomized-response stream (its state rewinds to every flip)
     assert set(meta) == {"format", "fingerprints", "round", "c", "traffic"}
-    assert meta["format"] == 3 and set(meta["traffic"]) == set(TrafficStats().as_dict())
+    assert meta["format"] == 4 and set(meta["traffic"]) == set(TrafficStats().as_dict())
 
 
 def test_resumed_labels_are_the_stored_ones_not_a_new_draw(tmp_path: Path) -> None:

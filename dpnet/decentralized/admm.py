@@ -21,11 +21,14 @@ import numpy as np
 
 from dpnet.decentralized.record import RecordNoise, penalty_factor, private_theta_step
 from dpnet.decentralized.steps import (
+    ChordNewton,
     GroupStructure,
     LocalData,
     MajorizedThetaStep,
+    NewtonAnchor,
     dual_update,
     local_objective,
+    newton_system_kind,
     residuals,
     scaled_residual,
     theta_step_newton,
@@ -43,6 +46,8 @@ ADAPT_FLOOR = 100.0
 STALL_SECONDS = 3600.0
 NO_CHANGES = np.empty((0, 2))  # LoopState.penalty_changes before the first change
 NO_CHANGES.setflags(write=False)
+NO_ANCHOR = np.empty(0)  # LoopState.newton_anchor before the theta step formed a matrix
+NO_ANCHOR.setflags(write=False)
 PENALTY_SCALE = 0.21  # kappa of the spectral start, measured in docs/algorithms.md
 MAX_PENALTY = 1e12
 """The largest c accepted: the default is ~1e-3-1, and beyond ~1e6 the iterates hardly move
@@ -101,6 +106,7 @@ class LoopState:
     penalty_changes: np.ndarray  # (k, 2): round at whose end c changed, factor
     aggregator: dict[str, np.ndarray]  # TreeAggregator.state()
     history: list[ProgressRecord] = field(default_factory=list)
+    newton_anchor: np.ndarray = field(default_factory=lambda: NO_ANCHOR)  # NewtonAnchor.as_array()
 
 
 ROUND_STEPS = ("z_step", "theta_step", "statistics")
@@ -360,6 +366,13 @@ def run_machine(
     majorized = (
         MajorizedThetaStep(data, config.beta_steps) if config.theta_solver == "majorized" else None
     )
+    chord = (  # the Newton step of tall shards keeps its matrix across rounds
+        ChordNewton(data, NewtonAnchor.from_array(state.newton_anchor))
+        if config.theta_solver == "newton"
+        and config.record is None
+        and newton_system_kind(*data.X_aug.shape) == "dense"
+        else None
+    )
 
     def with_own(own: np.ndarray, received: np.ndarray) -> np.ndarray:
         rows = np.empty((received.shape[0] + 1, own.size))
@@ -385,6 +398,8 @@ def run_machine(
             loss = None
             if config.record is not None:
                 theta = private_theta_step(config.record, data, z_in, v_in, theta, c, comm.rank, t)
+            elif chord is not None:
+                theta, loss = chord(z_in, v_in, theta, c)
             elif config.theta_solver == "newton":
                 theta, loss = theta_step_newton(data, z_in, v_in, theta, c)
             elif config.theta_solver == "majorized":
@@ -433,8 +448,21 @@ def run_machine(
                 break
         step_clock.lap("statistics")
         if on_round is not None:
+            anchor = None if chord is None else chord.anchor
             on_round(
-                LoopState(t, theta, z, theta_nbhd, v_out, v_in, c, changes, stats.state(), history)
+                LoopState(
+                    t,
+                    theta,
+                    z,
+                    theta_nbhd,
+                    v_out,
+                    v_in,
+                    c,
+                    changes,
+                    stats.state(),
+                    history,
+                    NO_ANCHOR if anchor is None else anchor.as_array(),
+                )
             )
             step_clock.lap(None)
 

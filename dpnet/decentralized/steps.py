@@ -21,12 +21,14 @@ hold them, so they stay bitwise equal without a third exchange. See docs/algorit
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
-from scipy.linalg.lapack import dposv
+from scipy.linalg.lapack import dposv, dpotrf, dpotrs
 
 from dpnet.losses.margin import Logistic, MarginLoss
 from dpnet.penalties.group import block_soft_threshold
@@ -149,6 +151,10 @@ def newton_direction(
     return (grad - X.T @ (s * w)) / rho
 
 
+Direction = Callable[[np.ndarray, np.ndarray, np.ndarray, float], np.ndarray]
+"""(theta, gradient, weights l''/n at theta, gradient norm) -> the step s, theta <- theta - s."""
+
+
 def theta_step_newton(
     data: LocalData,
     z_nbhd: np.ndarray,
@@ -163,20 +169,124 @@ def theta_step_newton(
     """theta step solved to ``tol`` (gradient norm) by damped Newton from ``theta_prev``;
     returns (theta, f_j(theta)), the local loss read by the stop statistics.
 
-    The subproblem is smooth and (c d_j)-strongly convex; Armijo backtracking on the exact
-    objective makes every step a descent step. The Newton system (H = X~^T D X~ + c d_j I,
-    D = diag(l''/n)) is solved as ``system`` says, by default ``newton_system_kind(n_j, p+1)``:
-    dense for tall shards, by the Woodbury identity when n_j < p + 1 (see
-    :func:`newton_direction`). The margins y X~ theta are carried along the iterations: a
-    step s moves them by -t y X~ s, one product with X~ per Newton iteration however many
-    step lengths the line search tries.
+    The Newton system (H = X~^T D X~ + c d_j I, D = diag(l''/n)) is solved as ``system``
+    says, by default ``newton_system_kind(n_j, p+1)``: dense for tall shards, by the Woodbury
+    identity when n_j < p + 1 (see :func:`newton_direction`); the iterations are those of
+    :func:`_descend`.
     """
-    d = z_nbhd.shape[0]
-    m = _prox_center(z_nbhd, v_in, c)
-    rho = c * d
-    X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
+    X = data.X_aug
     kind = newton_system_kind(*X.shape) if system is None else system
     gram = X @ X.T if kind == "woodbury" else None  # O(n_j^2 (p+1)), once per theta step
+    rho = c * z_nbhd.shape[0]
+
+    def newton(theta: np.ndarray, grad: np.ndarray, weights: np.ndarray, _: float) -> np.ndarray:
+        return newton_direction(X, weights, rho, grad, kind, gram)
+
+    return _descend(data, _prox_center(z_nbhd, v_in, c), rho, theta_prev, tol, max_iter, newton)
+
+
+CHORD_CONTRACTION = 0.25
+"""A step on a kept Newton matrix must shrink the gradient norm at least this much, or the
+matrix is formed anew at the current iterate (:class:`ChordNewton`)."""
+
+
+@dataclass
+class NewtonAnchor:
+    """Where a machine's kept Newton matrix H(theta_a) = X~^T D(theta_a) X~ + rho_a I was
+    formed; its Cholesky factor is a cache, rebuilt bitwise from (theta_a, rho_a)."""
+
+    theta: np.ndarray
+    rho: float
+    factor: np.ndarray | None = None
+
+    def as_array(self) -> np.ndarray:
+        """(theta_a, rho_a) in one vector, for the loop state and its checkpoints."""
+        return np.append(self.theta, self.rho)
+
+    @classmethod
+    def from_array(cls, stored: np.ndarray) -> NewtonAnchor | None:
+        """The anchor of :meth:`as_array`; None for the empty vector of no anchor."""
+        if stored.size == 0:
+            return None
+        return cls(stored[:-1].copy(), float(stored[-1]))
+
+
+class ChordNewton:
+    r"""The theta step by Newton iterations on a kept matrix (a chord / Shamanskii method):
+    the step is H(theta_a)^{-1} grad(theta) with H formed at an anchor theta_a from an earlier
+    iteration or round, and formed anew at the current iterate when rho = c d_j changed, when
+    there is none, or when a step on the kept one shrank the gradient norm less than
+    :data:`CHORD_CONTRACTION`. Between rounds theta moves little, so most rounds form no
+    matrix: an iteration costs two products with X~ and a triangular solve instead of
+    X~^T D X~ (n_j (p+1)^2) and its factorization. Every step is a descent step (H is
+    positive definite) under the same Armijo search, and the step stops at the same
+    gradient norm as :func:`theta_step_newton`: the same solution to ``tol``. Dense systems
+    only (tall shards). The anchor is part of the loop state (a resumed run goes on
+    bitwise): the matrix is always formed from theta_a's own margins."""
+
+    def __init__(self, data: LocalData, anchor: NewtonAnchor | None) -> None:
+        self.data = data
+        self.anchor = anchor
+
+    def _form(self, theta: np.ndarray, rho: float) -> NewtonAnchor:
+        X, y, inv_n = self.data.X_aug, self.data.y, 1.0 / self.data.n_total
+        scaled = X * np.sqrt(inv_n * self.data.loss.curvature(y * (X @ theta)))[:, None]
+        hess = scaled.T @ scaled
+        hess.flat[:: hess.shape[0] + 1] += rho
+        factor, info = dpotrf(hess, overwrite_a=True)
+        if info != 0 or not np.isfinite(factor).all():
+            factor = np.full_like(hess, np.nan)  # a non-finite iterate: the stop rule's
+        return NewtonAnchor(theta.copy(), rho, factor)
+
+    def __call__(
+        self,
+        z_nbhd: np.ndarray,
+        v_in: np.ndarray,
+        theta_prev: np.ndarray,
+        c: float,
+        *,
+        tol: float = 1e-12,
+        max_iter: int = 50,
+    ) -> tuple[np.ndarray, float]:
+        """(theta, f_j(theta)) of the theta step, as :func:`theta_step_newton`."""
+        rho = c * z_nbhd.shape[0]
+        if self.anchor is not None and self.anchor.rho != rho:
+            self.anchor = None
+        last_norm = [math.inf]  # the gradient norm before the last step on a kept matrix
+
+        def chord(theta: np.ndarray, grad: np.ndarray, _: np.ndarray, norm: float) -> np.ndarray:
+            if self.anchor is None or norm > CHORD_CONTRACTION * last_norm[0]:
+                self.anchor = self._form(theta, rho)
+                last_norm[0] = math.inf  # a fresh matrix: its step is a Newton step
+            else:
+                last_norm[0] = norm
+            if self.anchor.factor is None:  # resumed: the cache is rebuilt from theta_a
+                self.anchor = self._form(self.anchor.theta, rho)
+            return dpotrs(self.anchor.factor, grad)[0]
+
+        return _descend(
+            self.data, _prox_center(z_nbhd, v_in, c), rho, theta_prev, tol, max_iter, chord
+        )
+
+
+def _descend(
+    data: LocalData,
+    m: np.ndarray,
+    rho: float,
+    theta_prev: np.ndarray,
+    tol: float,
+    max_iter: int,
+    direction: Direction,
+) -> tuple[np.ndarray, float]:
+    """Minimize f_j(theta) + (rho/2) ||theta - m||^2 from ``theta_prev`` along ``direction``
+    until the gradient norm is <= ``tol``; returns (theta, f_j(theta)).
+
+    The subproblem is smooth and rho-strongly convex; Armijo backtracking on the exact
+    objective makes every step a descent step. The margins y X~ theta are carried along the
+    iterations: a step s moves them by -t y X~ s, one product with X~ per iteration however
+    many step lengths the line search tries.
+    """
+    X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
     theta = theta_prev.copy()
     margin = y * (X @ theta)
     loss_value = inv_n * loss.value(margin).sum()
@@ -184,9 +294,10 @@ def theta_step_newton(
     for _ in range(max_iter):
         first, second = loss.derivatives(margin)
         grad = X.T @ (inv_n * y * first) + rho * (theta - m)
-        if np.linalg.norm(grad) <= tol:
+        norm = float(np.linalg.norm(grad))
+        if norm <= tol:
             break
-        step = newton_direction(X, inv_n * second, rho, grad, kind, gram)
+        step = direction(theta, grad, inv_n * second, norm)
         slope = grad @ step
         moved = y * (X @ step)
         if slope <= 1e-12 * max(1.0, abs(f)):
