@@ -21,8 +21,10 @@ The theta step is the damped Newton method of ``theta_update_newton`` with a per
 active mask: every machine takes exactly its own sequence of Newton iterations and Armijo
 halvings (gradient tolerance 1e-12, at most 50 iterations, the full step in the
 quadratic-convergence region), the Newton systems of the active machines solved as one stack
-(``np.linalg.solve`` on (J_active, dim, dim)). Shards of unequal size are padded with rows of
-zero weight (zero features; their loss is masked out of the objective).
+(``np.linalg.solve`` on (J_active, dim, dim)); each machine keeps its Newton matrix across
+iterations and rounds exactly when the round loop's ``ChordNewton`` does
+(:class:`KeptMatrices`). Shards of unequal size are padded with rows of zero weight (zero
+features; their loss is masked out of the objective).
 
 Stop rule and residual balancing are those of ``run_machine``: the network aggregate
 G(s) = (sum_j objective part, max_j scaled residual, max_j primal, max_j dual, max_j ||theta_j||)
@@ -50,7 +52,12 @@ from dpnet.decentralized.admm import (
     take_decision,
 )
 from dpnet.decentralized.record import CERTIFY_ATTEMPTS, RecordNoise, release_all
-from dpnet.decentralized.steps import GroupStructure, LocalData, scaled_residual
+from dpnet.decentralized.steps import (
+    CHORD_CONTRACTION,
+    GroupStructure,
+    LocalData,
+    scaled_residual,
+)
 from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
 from dpnet.errors import MachineFailure, PrivacyError
 from dpnet.losses.margin import MarginLoss
@@ -211,6 +218,30 @@ def z_update_batched(
     return z_prev + alpha_z * (target - z_prev)
 
 
+@dataclass
+class KeptMatrices:
+    """Every machine's kept Newton matrix (:class:`~dpnet.decentralized.steps.ChordNewton`
+    for all machines at once): ``hess[j]`` formed with ``rho[j]``, valid where ``kept[j]``;
+    ``chords[j]`` False for a machine whose round loop takes plain Newton steps (a wide shard,
+    n_j < p + 1: its Newton system is the Woodbury one there)."""
+
+    hess: np.ndarray  # (J, dim, dim)
+    rho: np.ndarray  # (J,)
+    kept: np.ndarray  # (J,) bool
+    chords: np.ndarray  # (J,) bool
+
+    @classmethod
+    def none(cls, data: StackedShards) -> KeptMatrices:
+        n_mach, _, dim = data.X.shape
+        rows = data.X.shape[1] if data.mask is None else data.mask.sum(axis=1)
+        return cls(
+            np.zeros((n_mach, dim, dim)),
+            np.full(n_mach, np.nan),
+            np.zeros(n_mach, dtype=bool),
+            np.broadcast_to(rows >= dim, (n_mach,)).copy(),
+        )
+
+
 def theta_update_newton_batched(
     data: StackedShards,
     center: np.ndarray,
@@ -219,10 +250,14 @@ def theta_update_newton_batched(
     *,
     tol: float = NEWTON_TOL,
     max_iter: int = NEWTON_MAX_ITER,
+    kept: KeptMatrices | None = None,
 ) -> np.ndarray:
     r"""theta_j = argmin f_j(theta) + (rho_j/2) ||theta - m_j||^2 for every j, by the damped
-    Newton method of ``theta_update_newton`` (dense system), each machine masked out of the
-    stack as soon as its own iteration stops, so it follows exactly its own sequence.
+    Newton method of ``theta_step_newton`` (dense system), each machine masked out of the
+    stack as soon as its own iteration stops, so it follows exactly its own sequence; with
+    ``kept`` (updated in place), the steps of ``ChordNewton``: a machine forms H_j anew only
+    without a kept one of its rho_j, or when a step on it shrank its gradient norm by less
+    than CHORD_CONTRACTION.
 
     H_j = X~_j^T diag(l''/n) X~_j + rho_j I; Armijo: f(theta - t s) <= f - 1e-4 t g^T s,
     halving t until it holds or t < 1e-10; full step once g^T s <= 1e-12 max(1, |f|).
@@ -231,6 +266,11 @@ def theta_update_newton_batched(
     theta = theta_prev.copy()
     n_mach, dim = theta.shape
     diag = np.arange(dim)
+    if kept is None:  # plain Newton: a matrix formed in every iteration
+        kept = KeptMatrices.none(data)
+        kept.chords[:] = False
+    kept.kept &= kept.rho == rho
+    last_norm = np.full(n_mach, np.inf)  # before the last step on a kept matrix
 
     def value(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
         diff = t - center[idx]
@@ -248,19 +288,33 @@ def theta_update_newton_batched(
         grad = _matvec(XT[sel], inv_n * y[sel] * loss.derivative(margin)) + rho[active, None] * (
             th - center[active]
         )
-        going = ~(np.linalg.norm(grad, axis=1) <= tol)
+        norm = np.linalg.norm(grad, axis=1)
+        going = ~(norm <= tol)
         active, grad, margin, th = active[going], grad[going], margin[going], th[going]
+        norm = norm[going]
         if active.size == 0:
             break
-        weights = inv_n * loss.curvature(margin)
+        form = (
+            ~kept.chords[active]
+            | ~kept.kept[active]
+            | (norm > CHORD_CONTRACTION * last_norm[active])
+        )
+        new = active[form]
+        if new.size:
+            weights = inv_n * loss.curvature(margin[form])
+            hess = np.matmul(XT[new] * weights[:, None, :], X[new])
+            hess[:, diag, diag] += rho[new, None]
+            kept.hess[new], kept.rho[new], kept.kept[new] = hess, rho[new], True
+        last_norm[new] = np.inf
+        last_norm[active[~form]] = norm[~form]
         sel = slice(None) if active.size == n_mach else active  # no copy while all are active
-        hess = np.matmul(XT[sel] * weights[:, None, :], X[sel])
-        hess[:, diag, diag] += rho[active, None]
-        step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
+        step = np.linalg.solve(kept.hess[sel], grad[:, :, None])[:, :, 0]
         slope = _rowdot(grad, step)
         f_act = f[active]
         flat = slope <= 1e-12 * _py_max(np.abs(f_act), 1.0)
         theta[active[flat]] = th[flat] - step[flat]
+        again = active[flat & ~form]  # a full step on a kept matrix: the gradient decides
+        f[again] = value(again, theta[again])
         keep = ~flat
         active, th, step, slope, f_act = (
             active[keep],
@@ -285,6 +339,8 @@ def theta_update_newton_batched(
             searching = searching[~ok]
             t[searching] *= 0.5
         theta[active], f[active] = cand, f_cand
+        if again.size:
+            active = np.sort(np.concatenate([active, again]))
     return theta
 
 
@@ -405,6 +461,7 @@ def run_batched(
     rounds = 0
     c = initial_penalty(config, graph)
     changes = NO_CHANGES
+    kept = KeptMatrices.none(data)  # the round loop's ChordNewton anchors, all machines
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for t in range(1, config.max_rounds + 1):
@@ -422,7 +479,7 @@ def run_batched(
                 z_edge = a * z_edge + (1.0 - a) * theta[edges.col]
             center = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
             if config.record is None:
-                theta = theta_update_newton_batched(data, center, rho, theta)
+                theta = theta_update_newton_batched(data, center, rho, theta, kept=kept)
             else:
                 theta = private_thetas_batched(config.record, data, center, rho, theta, t)
             V = V + c * (z_edge - theta[edges.col])  # a new array: ``warm`` keeps the last

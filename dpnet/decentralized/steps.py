@@ -151,8 +151,9 @@ def newton_direction(
     return (grad - X.T @ (s * w)) / rho
 
 
-Direction = Callable[[np.ndarray, np.ndarray, np.ndarray, float], np.ndarray]
-"""(theta, gradient, weights l''/n at theta, gradient norm) -> the step s, theta <- theta - s."""
+Direction = Callable[[np.ndarray, np.ndarray, np.ndarray, float], tuple[np.ndarray, bool]]
+"""(theta, gradient, weights l''/n at theta, gradient norm) -> (the step s, theta <- theta - s;
+whether s is a Newton step, on the matrix of this theta)."""
 
 
 def theta_step_newton(
@@ -179,8 +180,10 @@ def theta_step_newton(
     gram = X @ X.T if kind == "woodbury" else None  # O(n_j^2 (p+1)), once per theta step
     rho = c * z_nbhd.shape[0]
 
-    def newton(theta: np.ndarray, grad: np.ndarray, weights: np.ndarray, _: float) -> np.ndarray:
-        return newton_direction(X, weights, rho, grad, kind, gram)
+    def newton(
+        theta: np.ndarray, grad: np.ndarray, weights: np.ndarray, _: float
+    ) -> tuple[np.ndarray, bool]:
+        return newton_direction(X, weights, rho, grad, kind, gram), True
 
     return _descend(data, _prox_center(z_nbhd, v_in, c), rho, theta_prev, tol, max_iter, newton)
 
@@ -254,15 +257,19 @@ class ChordNewton:
             self.anchor = None
         last_norm = [math.inf]  # the gradient norm before the last step on a kept matrix
 
-        def chord(theta: np.ndarray, grad: np.ndarray, _: np.ndarray, norm: float) -> np.ndarray:
-            if self.anchor is None or norm > CHORD_CONTRACTION * last_norm[0]:
+        def chord(
+            theta: np.ndarray, grad: np.ndarray, _: np.ndarray, norm: float
+        ) -> tuple[np.ndarray, bool]:
+            fresh = self.anchor is None or norm > CHORD_CONTRACTION * last_norm[0]
+            if fresh:
                 self.anchor = self._form(theta, rho)
                 last_norm[0] = math.inf  # a fresh matrix: its step is a Newton step
             else:
                 last_norm[0] = norm
+            assert self.anchor is not None
             if self.anchor.factor is None:  # resumed: the cache is rebuilt from theta_a
                 self.anchor = self._form(self.anchor.theta, rho)
-            return dpotrs(self.anchor.factor, grad)[0]
+            return dpotrs(self.anchor.factor, grad)[0], fresh
 
         return _descend(
             self.data, _prox_center(z_nbhd, v_in, c), rho, theta_prev, tol, max_iter, chord
@@ -297,15 +304,20 @@ def _descend(
         norm = float(np.linalg.norm(grad))
         if norm <= tol:
             break
-        step = direction(theta, grad, inv_n * second, norm)
+        step, newton = direction(theta, grad, inv_n * second, norm)
         slope = grad @ step
         moved = y * (X @ step)
         if slope <= 1e-12 * max(1.0, abs(f)):
-            # quadratic-convergence region: the predicted decrease is below what function
-            # values can resolve, so a line search would only add rounding noise
+            # the predicted decrease is below what function values can resolve, so a line
+            # search would only add rounding noise: the full step. A Newton step there ends
+            # the solve (quadratic convergence); after a step on a kept matrix the gradient
+            # is checked again
             theta, margin = theta - step, margin - moved
             loss_value = inv_n * loss.value(margin).sum()
-            break
+            if newton:
+                break
+            f = loss_value + 0.5 * rho * np.dot(theta - m, theta - m)
+            continue
         t = 1.0
         while True:
             cand, cand_margin = theta - t * step, margin - t * moved
