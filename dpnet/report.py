@@ -99,14 +99,17 @@ class ProgressPrinter:
         rounds, seconds = record.round - self.first[0], now - self.first[1]
         left = max(self.max_rounds - record.round, 0) * seconds / rounds if rounds > 0 else None
         objective = "" if math.isnan(record.objective) else f"objective {record.objective:.8f}  "
-        print(
+        line = (
             f"round {record.round:5d}  {objective}"
             f"primal {record.primal_residual:.2e}  dual {record.dual_residual:.2e}  "
             f"{_duration(now - self.started)}"
-            + ("" if left is None else f", at most {_duration(left)} left"),
-            file=sys.stderr,
-            flush=True,
+            + ("" if left is None else f", at most {_duration(left)} left")
         )
+        # one write, newline included: print() writes the text and the newline apart, and a
+        # signal between the two put the job's last line ("dpnet: interrupted ...") after
+        # this one's text, on the same line (CI: the line was lost among the progress lines)
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 def _duration(seconds: float) -> str:

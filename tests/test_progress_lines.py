@@ -32,3 +32,34 @@ def test_elapsed_time_and_time_left_at_the_pace_since_the_first_line(monkeypatch
 def test_no_objective_under_record_privacy(capsys):
     ProgressPrinter(max_rounds=10)(_record(1, objective=math.nan))
     assert "objective" not in capsys.readouterr().err
+
+
+class _Writes:
+    """A stderr that keeps each write call apart."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.calls.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_each_line_is_one_write_with_its_newline(monkeypatch):
+    """A signal is handled between two write calls, and the job's last line then follows
+    whatever was written: with the text and its newline in two calls (print), the line
+    "dpnet: interrupted: every machine stopped" was glued to a progress line's text (CI)."""
+    stderr = _Writes()
+    monkeypatch.setattr("dpnet.report.sys.stderr", stderr)
+    show = ProgressPrinter(max_rounds=100)
+    for round_ in (1, 2, 3):
+        show(_record(round_))
+    assert len(stderr.calls) == 3
+    assert all(
+        call.startswith("round ") and call.endswith("left\n" if i else " s\n")
+        for i, call in enumerate(stderr.calls)
+    )
+    assert all(call.count("\n") == 1 for call in stderr.calls)
