@@ -123,6 +123,12 @@ def main() -> None:
             float(np.median([max(m[key] for m in r["machines"]) / r["rounds"] for r in reports]))
             for key in ("compute_cpu_seconds", "compute_seconds")
         )
+        split = {  # mean machine's CPU per round in each step (dpnet's timing block)
+            step: float(
+                np.median([r["timing"]["cpu_seconds_per_round_by_step"][step] for r in reports])
+            )
+            for step in reports[0]["timing"]["cpu_seconds_per_round_by_step"]
+        }
         cpu = np.nan if to_gap is None else to_gap * cpu_round
         wall = np.nan if to_gap is None else to_gap * wall_round
         rows.append(
@@ -136,6 +142,7 @@ def main() -> None:
                 "rounds_to_stop": report["rounds"],
                 "max_machine_cpu_ms_per_round": cpu_round * 1e3,
                 "max_machine_wall_ms_per_round": wall_round * 1e3,
+                **{f"mean_machine_{k}_cpu_ms_per_round": v * 1e3 for k, v in split.items()},
                 "max_machine_cpu_to_gap_s": cpu,
                 "max_machine_wall_to_gap_s": wall,
                 "skglm_cpu_to_gap_s": sk_cpu,
@@ -154,7 +161,9 @@ def main() -> None:
             f"{to_gap} rounds to {args.gap:g} x {cpu_round * 1e3:.2f} ms CPU "
             f"({wall_round * 1e3:.2f} ms wall) per round (slowest machine) = {cpu:.3f} s CPU; "
             f"ratio to skglm {r['ratio_cpu']:.2f} CPU, {r['ratio_wall']:.2f} wall "
-            f"({r['ratio_cpu_to_skglm_1e-12']:.2f} to skglm at 1e-12)",
+            f"({r['ratio_cpu_to_skglm_1e-12']:.2f} to skglm at 1e-12)\n"
+            "          mean machine's CPU ms per round: "
+            + ", ".join(f"{k.replace('_', ' ')} {v * 1e3:.3f}" for k, v in split.items()),
             flush=True,
         )
         write_csv(rows, OUT_DIR / f"{args.output}.csv")
