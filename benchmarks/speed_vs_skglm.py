@@ -4,8 +4,11 @@ centralized GroupProxNewton on the same training rows, side by side in one run.
     nice -n 10 python benchmarks/speed_vs_skglm.py            # paper 3, Table 1: n = 1e4, p = 48
     python benchmarks/speed_vs_skglm.py --runs 1:complete 5:paper5 10:complete --repeats 3
     python benchmarks/speed_vs_skglm.py --runs 1:complete:majorized:5 5:paper5:majorized:5
+    python benchmarks/speed_vs_skglm.py --runs 1:complete:newton:0 1:complete   # rtol 0 vs default
 
-A run is J:graph[:theta solver[:iterations per round]] (default the exact Newton step).
+A run is J:graph[:theta solver[:value]] (default the Newton step with the default
+--theta-rtol); the value is --theta-rtol for newton (0: every step to 1e-12), --beta-steps
+(iterations per round) for majorized and gradient.
 
 For every (J, graph): ``mpiexec -n J python -m dpnet.run`` (BLAS pools of 1 thread), history of
 the network objective every round; "rounds to gap" = first round from which the relative gap
@@ -111,7 +114,7 @@ def main() -> None:
         if solver:
             extra += ["--theta-solver", solver[0]]
         if len(solver) > 1:
-            extra += ["--beta-steps", solver[1]]
+            extra += ["--theta-rtol" if solver[0] == "newton" else "--beta-steps", solver[1]]
         reports = [
             run_job(argv + extra, ranks=int(n_mach), timeout=args.timeout)
             for _ in range(args.repeats)

@@ -44,11 +44,11 @@ from dpnet.decentralized.admm import LoopState, ProgressRecord
 from dpnet.decentralized.boundary import RawShard
 from dpnet.errors import DpnetError
 
-FORMAT_VERSION = 4  # 4: the theta step's Newton anchor (steps.NewtonAnchor)
+FORMAT_VERSION = 4  # 4: the theta step's Newton anchor (steps.NewtonAnchor) and tolerance
 LEAKY_FORMATS = {2: "it holds the randomized-response stream's state, which gives every raw label"}
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 TEMP_PREFIX, TEMP_SUFFIX = ".round-", ".tmp"  # a checkpoint being written
-_ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in")  # then c, changes, ...: by position
+_ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in", "penalty_changes", "newton_anchor")
 
 
 class CheckpointError(DpnetError):
@@ -169,14 +169,13 @@ class Checkpointer:
             "fingerprints": self.prints,
             "round": state.round,
             "c": state.c,
+            "theta_tol": state.theta_tol,  # a float (JSON keeps it exactly) or None
             "traffic": self.traffic(),
         }
         arrays = {name: getattr(state, name) for name in _ARRAYS}
         arrays |= {f"aggregator_{k}": v for k, v in state.aggregator.items()}
         history = np.array([list(asdict(r).values()) for r in state.history], dtype=np.float64)
         arrays["history"] = history.reshape(-1, 4)
-        arrays["penalty_changes"] = state.penalty_changes
-        arrays["newton_anchor"] = state.newton_anchor
         arrays["y_randomized"] = self.y_randomized
         arrays["meta"] = np.array(json.dumps(meta))
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -238,14 +237,14 @@ def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) 
             ProgressRecord(int(r[0]), float(r[1]), float(r[2]), float(r[3]))
             for r in arrays["history"]
         ]
+        theta_tol = meta["theta_tol"]
         state = LoopState(
-            int(meta["round"]),
-            *(arrays[name] for name in _ARRAYS),
-            float(meta["c"]),
-            arrays["penalty_changes"],
-            aggregator,
-            history,
-            arrays["newton_anchor"],
+            round=int(meta["round"]),
+            **{name: arrays[name] for name in _ARRAYS},
+            c=float(meta["c"]),
+            aggregator=aggregator,
+            history=history,
+            theta_tol=None if theta_tol is None else float(theta_tol),
         )
         return Resumed(state, arrays["y_randomized"], meta["traffic"])
     except CheckpointError:

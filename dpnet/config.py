@@ -201,6 +201,14 @@ class RunConfig:
         MODEL,
         choices=("newton", "majorized", "gradient"),
     )
+    theta_rtol: float = _opt(
+        _ADMM.theta_rtol,
+        "newton: each round's theta step is solved to this fraction of the machine's "
+        "residuals of the round before (gradient norm; 0 = to 1e-12 every round; "
+        "docs/algorithms.md)",
+        MODEL,
+        type=float,
+    )
     beta_steps: int = _opt(
         _ADMM.beta_steps,
         "U: iterations per round of the majorized and gradient theta solvers",
@@ -405,6 +413,7 @@ class RunConfig:
             (self.rounds <= 10**9, f"--max-rounds must be <= 1e9, got {self.max_rounds}"),
             (0 <= self.test_fraction < 1, "--test-fraction must lie in [0, 1)"),
             (self.beta_steps >= 1, "--beta-steps must be >= 1"),
+            (0 <= self.theta_rtol <= 1, f"--theta-rtol must lie in [0, 1], got {self.theta_rtol}"),
             (0 < self.beta_step_size < math.inf, "--beta-step-size must be finite and > 0"),
             (self.progress_every >= 0, "--progress-every must be >= 0"),
             (
@@ -435,6 +444,11 @@ class RunConfig:
                 "in --data, need no seed)"
             )
         self._validate_cv()
+        if self.theta_rtol != _ADMM.theta_rtol and self.theta_solver != "newton":
+            raise ConfigError(
+                f"--theta-rtol applies to --theta-solver newton only (--theta-solver "
+                f"{self.theta_solver} takes --beta-steps iterations per round)"
+            )
         LabelDomain.parse(self.labels)
         for name in self.baselines:
             if name not in BASELINES:
@@ -484,6 +498,8 @@ class RunConfig:
             ("--checkpoint", self.checkpoint is not None),
             ("--resume", self.resume is not None),
             (f"--theta-solver {self.theta_solver}", self.theta_solver != "newton"),
+            # the certified step solves to the tolerance its sensitivity bound needs
+            ("--theta-rtol", self.theta_rtol != _ADMM.theta_rtol),
         ]
         for option, given in unusable:
             if given:

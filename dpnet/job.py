@@ -44,6 +44,7 @@ def admm_config(config: RunConfig) -> ADMMConfig:
         alpha_z=config.alpha_z,
         relaxation=config.relaxation,
         theta_solver=config.theta_solver,
+        theta_rtol=config.theta_rtol,
         beta_steps=config.beta_steps,
         beta_step_size=config.beta_step_size,
         max_rounds=config.rounds,

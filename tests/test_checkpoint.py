@@ -134,8 +134,11 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
     assert theta_nbhd.shape[0] == 1 + 2  # itself and its two paper5 neighbours, no one else
     assert anchor.shape == (theta_nbhd.shape[1] + 1,)  # p + 1 coefficients, then rho
     # nothing of the randomized-response stream (its state rewinds to every flip)
-    assert set(meta) == {"format", "fingerprints", "round", "c", "traffic"}
+    # the next theta step's tolerance: a float from the machine's residuals (public inputs
+    # and randomized labels, like c)
+    assert set(meta) == {"format", "fingerprints", "round", "c", "theta_tol", "traffic"}
     assert meta["format"] == 4 and set(meta["traffic"]) == set(TrafficStats().as_dict())
+    assert isinstance(meta["theta_tol"], float) and meta["theta_tol"] >= 1e-12
 
 
 def test_resumed_labels_are_the_stored_ones_not_a_new_draw(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from dpnet.decentralized.record import RecordNoise, penalty_factor, private_theta_step
 from dpnet.decentralized.steps import (
+    THETA_RTOL,
     ChordNewton,
     GroupStructure,
     LocalData,
@@ -32,6 +33,7 @@ from dpnet.decentralized.steps import (
     residuals,
     scaled_residual,
     theta_step_newton,
+    theta_tolerance,
     theta_update_gradient,
     z_update,
 )
@@ -72,6 +74,7 @@ class ADMMConfig:
     alpha_z: float = 1.0
     relaxation: float = 1.5  # over-relaxation alpha in (0, 2) (relaxed; docs/algorithms.md)
     theta_solver: str = "newton"
+    theta_rtol: float = THETA_RTOL  # Newton theta steps: solved rtol below the residuals
     beta_steps: int = 10
     beta_step_size: float = 0.4
     max_rounds: int = 3000
@@ -107,6 +110,7 @@ class LoopState:
     aggregator: dict[str, np.ndarray]  # TreeAggregator.state()
     history: list[ProgressRecord] = field(default_factory=list)
     newton_anchor: np.ndarray = field(default_factory=lambda: NO_ANCHOR)  # NewtonAnchor.as_array()
+    theta_tol: float | None = None  # the next theta step's (None: round 1, relative to its start)
 
 
 ROUND_STEPS = ("z_step", "theta_step", "statistics")
@@ -318,15 +322,15 @@ def initial_state(comm: Communicator, dim: int, config: ADMMConfig, graph: nx.Gr
     n_nbhd = len(comm.neighbours) + 1
     aggregator = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours).state()
     return LoopState(
-        0,
-        np.zeros(dim),
-        np.zeros(dim),
-        np.zeros((n_nbhd, dim)),
-        np.zeros((n_nbhd, dim)),
-        np.zeros((n_nbhd, dim)),
-        initial_penalty(config, graph),
-        NO_CHANGES,
-        aggregator,
+        round=0,
+        theta=np.zeros(dim),
+        z=np.zeros(dim),
+        theta_nbhd=np.zeros((n_nbhd, dim)),
+        v_out=np.zeros((n_nbhd, dim)),
+        v_in=np.zeros((n_nbhd, dim)),
+        c=initial_penalty(config, graph),
+        penalty_changes=NO_CHANGES,
+        aggregator=aggregator,
     )
 
 
@@ -359,6 +363,7 @@ def run_machine(
     stats = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours)
     stats.restore(state.aggregator)
     history = list(state.history)
+    theta_tol = state.theta_tol
     stop_reason = "max_rounds"
     rounds = state.round
     loss: float | None = None  # f_j(theta) of the last theta step, when it computed it
@@ -396,12 +401,14 @@ def run_machine(
             z_nbhd = with_own(z, z_sent)
             z_in, z_out = relaxed(z, z_nbhd, theta, theta_nbhd, config.relaxation)
             loss = None
+            # Newton steps: to theta_tol, or in round 1 to theta_rtol times the start's gradient
+            solve_to = {"relative": config.theta_rtol} if theta_tol is None else {"tol": theta_tol}
             if config.record is not None:
                 theta = private_theta_step(config.record, data, z_in, v_in, theta, c, comm.rank, t)
             elif chord is not None:
-                theta, loss = chord(z_in, v_in, theta, c)
+                theta, loss = chord(z_in, v_in, theta, c, **solve_to)
             elif config.theta_solver == "newton":
-                theta, loss = theta_step_newton(data, z_in, v_in, theta, c)
+                theta, loss = theta_step_newton(data, z_in, v_in, theta, c, **solve_to)
             elif config.theta_solver == "majorized":
                 theta = majorized(z_in, v_in, theta, c)
             else:
@@ -425,6 +432,7 @@ def run_machine(
         dual_update(v_out, v_in, z_out, z_in, theta, theta_nbhd, c)
 
         primal, dual = residuals(z, z_prev, theta_nbhd, c)
+        theta_tol = float(theta_tolerance(config.theta_rtol, c, primal, dual))
         norm = float(np.linalg.norm(theta))
         own = np.array(
             [
@@ -451,17 +459,18 @@ def run_machine(
             anchor = None if chord is None else chord.anchor
             on_round(
                 LoopState(
-                    t,
-                    theta,
-                    z,
-                    theta_nbhd,
-                    v_out,
-                    v_in,
-                    c,
-                    changes,
-                    stats.state(),
-                    history,
-                    NO_ANCHOR if anchor is None else anchor.as_array(),
+                    round=t,
+                    theta=theta,
+                    z=z,
+                    theta_nbhd=theta_nbhd,
+                    v_out=v_out,
+                    v_in=v_in,
+                    c=c,
+                    penalty_changes=changes,
+                    aggregator=stats.state(),
+                    history=history,
+                    newton_anchor=NO_ANCHOR if anchor is None else anchor.as_array(),
+                    theta_tol=theta_tol,
                 )
             )
             step_clock.lap(None)

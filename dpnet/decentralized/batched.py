@@ -19,9 +19,10 @@ One round, for all j at once (the same formulas as :mod:`dpnet.decentralized.ste
 
 The theta step is the damped Newton method of ``theta_update_newton`` with a per-machine
 active mask: every machine takes exactly its own sequence of Newton iterations and Armijo
-halvings (gradient tolerance 1e-12, at most 50 iterations, the full step in the
-quadratic-convergence region), the Newton systems of the active machines solved as one stack
-(``np.linalg.solve`` on (J_active, dim, dim)); each machine keeps its Newton matrix across
+halvings (to the round loop's gradient tolerance, ``steps.theta_tolerance`` of the machine's
+residuals; at most 50 iterations; the full step in the quadratic-convergence region), the
+Newton systems of the active machines solved as one stack (``np.linalg.solve`` on
+(J_active, dim, dim)); each machine keeps its Newton matrix across
 iterations and rounds exactly when the round loop's ``ChordNewton`` does
 (:class:`KeptMatrices`). Shards of unequal size are padded with rows of zero weight (zero
 features; their loss is masked out of the objective).
@@ -53,17 +54,21 @@ from dpnet.decentralized.admm import (
 )
 from dpnet.decentralized.record import CERTIFY_ATTEMPTS, RecordNoise, release_all
 from dpnet.decentralized.steps import (
+    ARMIJO_FRACTION,
     CHORD_CONTRACTION,
+    FLAT_SLOPE,
+    NEWTON_MAX_ITER,
+    NEWTON_TOL,
+    SMALLEST_STEP,
     GroupStructure,
     LocalData,
     scaled_residual,
+    theta_tolerance,
 )
 from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
 from dpnet.errors import MachineFailure, PrivacyError
 from dpnet.losses.margin import MarginLoss
 
-NEWTON_TOL = 1e-12
-NEWTON_MAX_ITER = 50
 FLOAT_BYTES = 8
 
 
@@ -248,16 +253,18 @@ def theta_update_newton_batched(
     rho: np.ndarray,
     theta_prev: np.ndarray,
     *,
-    tol: float = NEWTON_TOL,
+    tol: float | np.ndarray = NEWTON_TOL,
     max_iter: int = NEWTON_MAX_ITER,
     kept: KeptMatrices | None = None,
+    relative: float = 0.0,
 ) -> np.ndarray:
     r"""theta_j = argmin f_j(theta) + (rho_j/2) ||theta - m_j||^2 for every j, by the damped
     Newton method of ``theta_step_newton`` (dense system), each machine masked out of the
     stack as soon as its own iteration stops, so it follows exactly its own sequence; with
     ``kept`` (updated in place), the steps of ``ChordNewton``: a machine forms H_j anew only
     without a kept one of its rho_j, or when a step on it shrank its gradient norm by less
-    than CHORD_CONTRACTION.
+    than CHORD_CONTRACTION. ``tol``: one gradient tolerance, or one per machine; a machine
+    whose gradient at ``theta_prev`` times ``relative`` is larger stops there instead.
 
     H_j = X~_j^T diag(l''/n) X~_j + rho_j I; Armijo: f(theta - t s) <= f - 1e-4 t g^T s,
     halving t until it holds or t < 1e-10; full step once g^T s <= 1e-12 max(1, |f|).
@@ -279,7 +286,8 @@ def theta_update_newton_batched(
     everyone = np.arange(n_mach)
     f = value(everyone, theta)
     active = everyone
-    for _ in range(max_iter):
+    tol = np.broadcast_to(tol, (n_mach,)).copy()
+    for iteration in range(max_iter):
         if active.size == 0:
             break
         sel = slice(None) if active.size == n_mach else active
@@ -289,7 +297,9 @@ def theta_update_newton_batched(
             th - center[active]
         )
         norm = np.linalg.norm(grad, axis=1)
-        going = ~(norm <= tol)
+        if iteration == 0:
+            tol = np.maximum(tol, relative * norm)
+        going = ~(norm <= tol[active])
         active, grad, margin, th = active[going], grad[going], margin[going], th[going]
         norm = norm[going]
         if active.size == 0:
@@ -311,7 +321,7 @@ def theta_update_newton_batched(
         step = np.linalg.solve(kept.hess[sel], grad[:, :, None])[:, :, 0]
         slope = _rowdot(grad, step)
         f_act = f[active]
-        flat = slope <= 1e-12 * _py_max(np.abs(f_act), 1.0)
+        flat = slope <= FLAT_SLOPE * _py_max(np.abs(f_act), 1.0)
         theta[active[flat]] = th[flat] - step[flat]
         again = active[flat & ~form]  # a full step on a kept matrix: the gradient decides
         f[again] = value(again, theta[again])
@@ -331,9 +341,9 @@ def theta_update_newton_batched(
         while searching.size:
             trial = th[searching] - t[searching, None] * step[searching]
             f_trial = value(active[searching], trial)
-            ok = (f_trial <= f_act[searching] - 1e-4 * t[searching] * slope[searching]) | (
-                t[searching] < 1e-10
-            )
+            ok = (
+                f_trial <= f_act[searching] - ARMIJO_FRACTION * t[searching] * slope[searching]
+            ) | (t[searching] < SMALLEST_STEP)
             done = searching[ok]
             cand[done], f_cand[done] = trial[ok], f_trial[ok]
             searching = searching[~ok]
@@ -462,6 +472,7 @@ def run_batched(
     c = initial_penalty(config, graph)
     changes = NO_CHANGES
     kept = KeptMatrices.none(data)  # the round loop's ChordNewton anchors, all machines
+    theta_tol: np.ndarray | None = None  # per machine, as the round loop's (None: round 1)
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for t in range(1, config.max_rounds + 1):
@@ -479,12 +490,16 @@ def run_batched(
                 z_edge = a * z_edge + (1.0 - a) * theta[edges.col]
             center = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
             if config.record is None:
-                theta = theta_update_newton_batched(data, center, rho, theta, kept=kept)
+                solve_to = (
+                    {"relative": config.theta_rtol} if theta_tol is None else {"tol": theta_tol}
+                )
+                theta = theta_update_newton_batched(data, center, rho, theta, kept=kept, **solve_to)
             else:
                 theta = private_thetas_batched(config.record, data, center, rho, theta, t)
             V = V + c * (z_edge - theta[edges.col])  # a new array: ``warm`` keeps the last
 
             primal, dual = _residuals(z, z_prev, theta, c, edges)
+            theta_tol = np.asarray(theta_tolerance(config.theta_rtol, c, primal, dual))
             norm = np.linalg.norm(theta, axis=1)
             objective = group_norms_batched(theta[:, :-1], groups) @ groups.thresholds
             if config.record is None:  # the loss reads the rows: withheld (admm.released_loss)

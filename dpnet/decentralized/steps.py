@@ -33,6 +33,35 @@ from scipy.linalg.lapack import dposv, dpotrf, dpotrs
 from dpnet.losses.margin import Logistic, MarginLoss
 from dpnet.penalties.group import block_soft_threshold
 
+NEWTON_TOL = 1e-12
+"""The theta step's gradient-norm floor: a solve to rounding (every machine's, the simulator's)."""
+NEWTON_MAX_ITER = 50
+ARMIJO_FRACTION = 1e-4  # sufficient decrease: f(theta - t s) <= f - ARMIJO_FRACTION t g^T s
+SMALLEST_STEP = 1e-10  # the Armijo halvings stop once t is below this
+FLAT_SLOPE = 1e-12  # g^T s <= FLAT_SLOPE max(1, |f|): below what f resolves, the full step
+THETA_RTOL = 0.1
+"""The default of :attr:`~dpnet.decentralized.admm.ADMMConfig.theta_rtol`, measured in
+docs/algorithms.md ("How exactly the theta step is solved")."""
+
+
+def theta_tolerance(
+    rtol: float, c: float, primal: float | np.ndarray, dual: float | np.ndarray
+) -> float | np.ndarray:
+    r"""The gradient norm at which the next round's theta step stops:
+    max(NEWTON_TOL, rtol max(c r_j, s_j)), with r_j, s_j this round's primal and dual
+    residuals of the machine (:func:`residuals`; floats, or arrays over machines).
+
+    c r_j and s_j are in gradient units (the dual variables' and the Z's motion in one
+    round), so the subproblem is solved a factor rtol below the error the round itself still
+    makes: an inexact ADMM whose errors shrink with the residuals (Eckstein & Bertsekas 1992
+    need them summable, which the residuals' linear decrease gives), and at the stop rule's
+    tolerance the solve is exact to rtol times it (docs/algorithms.md). rtol = 0: every
+    solve to NEWTON_TOL. NaN residuals give a NaN tolerance: the solve runs NEWTON_MAX_ITER
+    iterations, as it did on a non-finite iterate, and the stop rule ends the run.
+    """
+    tol = np.maximum(NEWTON_TOL, rtol * np.maximum(c * np.asarray(primal), dual))
+    return tol if np.ndim(tol) else float(tol)
+
 
 @dataclass(frozen=True)
 class GroupStructure:
@@ -163,12 +192,14 @@ def theta_step_newton(
     theta_prev: np.ndarray,
     c: float,
     *,
-    tol: float = 1e-12,
-    max_iter: int = 50,
+    tol: float = NEWTON_TOL,
+    max_iter: int = NEWTON_MAX_ITER,
     system: NewtonSystem | None = None,
+    relative: float = 0.0,
 ) -> tuple[np.ndarray, float]:
-    """theta step solved to ``tol`` (gradient norm) by damped Newton from ``theta_prev``;
-    returns (theta, f_j(theta)), the local loss read by the stop statistics.
+    """theta step solved to ``tol`` (gradient norm; or ``relative`` times the gradient norm
+    at ``theta_prev`` if that is larger) by damped Newton from ``theta_prev``; returns
+    (theta, f_j(theta)), the local loss read by the stop statistics.
 
     The Newton system (H = X~^T D X~ + c d_j I, D = diag(l''/n)) is solved as ``system``
     says, by default ``newton_system_kind(n_j, p+1)``: dense for tall shards, by the Woodbury
@@ -185,7 +216,8 @@ def theta_step_newton(
     ) -> tuple[np.ndarray, bool]:
         return newton_direction(X, weights, rho, grad, kind, gram), True
 
-    return _descend(data, _prox_center(z_nbhd, v_in, c), rho, theta_prev, tol, max_iter, newton)
+    center = _prox_center(z_nbhd, v_in, c)
+    return _descend(data, center, rho, theta_prev, tol, max_iter, newton, relative)
 
 
 CHORD_CONTRACTION = 0.25
@@ -248,8 +280,9 @@ class ChordNewton:
         theta_prev: np.ndarray,
         c: float,
         *,
-        tol: float = 1e-12,
-        max_iter: int = 50,
+        tol: float = NEWTON_TOL,
+        max_iter: int = NEWTON_MAX_ITER,
+        relative: float = 0.0,
     ) -> tuple[np.ndarray, float]:
         """(theta, f_j(theta)) of the theta step, as :func:`theta_step_newton`."""
         rho = c * z_nbhd.shape[0]
@@ -271,9 +304,8 @@ class ChordNewton:
                 self.anchor = self._form(self.anchor.theta, rho)
             return dpotrs(self.anchor.factor, grad)[0], fresh
 
-        return _descend(
-            self.data, _prox_center(z_nbhd, v_in, c), rho, theta_prev, tol, max_iter, chord
-        )
+        center = _prox_center(z_nbhd, v_in, c)
+        return _descend(self.data, center, rho, theta_prev, tol, max_iter, chord, relative)
 
 
 def _descend(
@@ -284,9 +316,11 @@ def _descend(
     tol: float,
     max_iter: int,
     direction: Direction,
+    relative: float = 0.0,
 ) -> tuple[np.ndarray, float]:
     """Minimize f_j(theta) + (rho/2) ||theta - m||^2 from ``theta_prev`` along ``direction``
-    until the gradient norm is <= ``tol``; returns (theta, f_j(theta)).
+    until the gradient norm is <= ``tol``, or <= ``relative`` times its norm at
+    ``theta_prev`` if that is larger; returns (theta, f_j(theta)).
 
     The subproblem is smooth and rho-strongly convex; Armijo backtracking on the exact
     objective makes every step a descent step. The margins y X~ theta are carried along the
@@ -298,16 +332,18 @@ def _descend(
     margin = y * (X @ theta)
     loss_value = inv_n * loss.value(margin).sum()
     f = loss_value + 0.5 * rho * np.dot(theta - m, theta - m)
-    for _ in range(max_iter):
+    for iteration in range(max_iter):
         first, second = loss.derivatives(margin)
         grad = X.T @ (inv_n * y * first) + rho * (theta - m)
         norm = float(np.linalg.norm(grad))
+        if iteration == 0:
+            tol = max(tol, relative * norm)
         if norm <= tol:
             break
         step, newton = direction(theta, grad, inv_n * second, norm)
         slope = grad @ step
         moved = y * (X @ step)
-        if slope <= 1e-12 * max(1.0, abs(f)):
+        if slope <= FLAT_SLOPE * max(1.0, abs(f)):
             # the predicted decrease is below what function values can resolve, so a line
             # search would only add rounding noise: the full step. A Newton step there ends
             # the solve (quadratic convergence); after a step on a kept matrix the gradient
@@ -323,7 +359,7 @@ def _descend(
             cand, cand_margin = theta - t * step, margin - t * moved
             cand_loss = inv_n * loss.value(cand_margin).sum()
             f_cand = cand_loss + 0.5 * rho * np.dot(cand - m, cand - m)
-            if f_cand <= f - 1e-4 * t * slope or t < 1e-10:
+            if f_cand <= f - ARMIJO_FRACTION * t * slope or t < SMALLEST_STEP:
                 break
             t *= 0.5
         theta, margin, loss_value, f = cand, cand_margin, cand_loss, f_cand
@@ -337,8 +373,8 @@ def theta_update_newton(
     theta_prev: np.ndarray,
     c: float,
     *,
-    tol: float = 1e-12,
-    max_iter: int = 50,
+    tol: float = NEWTON_TOL,
+    max_iter: int = NEWTON_MAX_ITER,
     system: NewtonSystem | None = None,
 ) -> np.ndarray:
     """The theta of :func:`theta_step_newton`, without its loss."""
