@@ -44,11 +44,20 @@ from dpnet.decentralized.admm import LoopState, ProgressRecord
 from dpnet.decentralized.boundary import RawShard
 from dpnet.errors import DpnetError
 
-FORMAT_VERSION = 4  # 4: the theta step's Newton anchor (steps.NewtonAnchor) and tolerance
+FORMAT_VERSION = 4  # 4: the theta step's Newton anchor, tolerance and margins
 LEAKY_FORMATS = {2: "it holds the randomized-response stream's state, which gives every raw label"}
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 TEMP_PREFIX, TEMP_SUFFIX = ".round-", ".tmp"  # a checkpoint being written
-_ARRAYS = ("theta", "z", "theta_nbhd", "v_out", "v_in", "penalty_changes", "newton_anchor")
+_ARRAYS = (
+    "theta",
+    "z",
+    "theta_nbhd",
+    "v_out",
+    "v_in",
+    "penalty_changes",
+    "newton_anchor",
+    "theta_margins",
+)
 
 
 class CheckpointError(DpnetError):

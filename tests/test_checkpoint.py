@@ -116,6 +116,7 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
         y = stored["y_randomized"]
         theta_nbhd = stored["theta_nbhd"]
         anchor = stored["newton_anchor"]
+        margins = stored["theta_margins"]
         meta = json.loads(str(stored["meta"]))
     aggregator = {n for n in names if n.startswith("aggregator_")}
     assert names - aggregator == {
@@ -127,12 +128,14 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
         "penalty_changes",  # (round, factor) of each change of c: from the network statistics
         "history",
         "newton_anchor",  # an earlier theta iterate and its c d_j: where H was last formed
+        "theta_margins",  # y~ x^T theta of its own rows (randomized labels, its features)
         "y_randomized",
         "meta",
     }
     assert set(np.unique(y)) <= {-1.0, 1.0} and y.shape == (120,)  # 600 rows over 5 machines
     assert theta_nbhd.shape[0] == 1 + 2  # itself and its two paper5 neighbours, no one else
     assert anchor.shape == (theta_nbhd.shape[1] + 1,)  # p + 1 coefficients, then rho
+    assert margins.shape == y.shape  # one per row of its own
     # nothing of the randomized-response stream (its state rewinds to every flip)
     # the next theta step's tolerance: a float from the machine's residuals (public inputs
     # and randomized labels, like c)

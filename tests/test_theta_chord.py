@@ -8,6 +8,7 @@ import pytest
 from dpnet.decentralized import steps
 from dpnet.decentralized.steps import (
     ChordNewton,
+    DescentPoint,
     LocalData,
     NewtonAnchor,
     theta_gradient,
@@ -68,15 +69,21 @@ def test_a_new_penalty_forms_a_new_matrix() -> None:
 
 
 def test_a_stored_anchor_goes_on_bitwise() -> None:
-    """The loop state stores (theta_a, rho_a) only; the factor rebuilt from them is the
-    same, so a resumed run takes bitwise the steps of the uninterrupted one."""
+    """The loop state stores (theta_a, rho_a) and the last point's margins only; the
+    factor and the loss derivatives rebuilt from them are the same, so a resumed run takes
+    bitwise the steps of the uninterrupted one."""
     X, y, inputs = _rounds(300, 8, 6, seed=4)
     data = LocalData(X, y, 900)
     chord, theta = ChordNewton(data, None), np.zeros(9)
     for z_nbhd, v_in in inputs[:3]:
         theta, _ = chord(z_nbhd, v_in, theta, 0.05)
     assert chord.anchor is not None
-    resumed = ChordNewton(data, NewtonAnchor.from_array(chord.anchor.as_array()))
+    assert chord.point is not None and np.array_equal(chord.point.theta, theta)
+    resumed = ChordNewton(
+        data,
+        NewtonAnchor.from_array(chord.anchor.as_array()),
+        DescentPoint.at(data, theta, chord.point.margin.copy()),
+    )
     assert resumed.anchor is not None and resumed.anchor.factor is None
     theta_r = theta.copy()
     for z_nbhd, v_in in inputs[3:]:

@@ -23,6 +23,7 @@ from dpnet.decentralized.record import RecordNoise, penalty_factor, private_thet
 from dpnet.decentralized.steps import (
     THETA_RTOL,
     ChordNewton,
+    DescentPoint,
     GroupStructure,
     LocalData,
     MajorizedThetaStep,
@@ -50,6 +51,7 @@ NO_CHANGES = np.empty((0, 2))  # LoopState.penalty_changes before the first chan
 NO_CHANGES.setflags(write=False)
 NO_ANCHOR = np.empty(0)  # LoopState.newton_anchor before the theta step formed a matrix
 NO_ANCHOR.setflags(write=False)
+NO_MARGINS = NO_ANCHOR  # LoopState.theta_margins before the theta step kept a point
 PENALTY_SCALE = 0.21  # kappa of the spectral start, measured in docs/algorithms.md
 MAX_PENALTY = 1e12
 """The largest c accepted: the default is ~1e-3-1, and beyond ~1e6 the iterates hardly move
@@ -111,6 +113,7 @@ class LoopState:
     history: list[ProgressRecord] = field(default_factory=list)
     newton_anchor: np.ndarray = field(default_factory=lambda: NO_ANCHOR)  # NewtonAnchor.as_array()
     theta_tol: float | None = None  # the next theta step's (None: round 1, relative to its start)
+    theta_margins: np.ndarray = field(default_factory=lambda: NO_MARGINS)  # y X~ theta, carried
 
 
 ROUND_STEPS = ("z_step", "theta_step", "statistics")
@@ -372,7 +375,13 @@ def run_machine(
         MajorizedThetaStep(data, config.beta_steps) if config.theta_solver == "majorized" else None
     )
     chord = (  # the Newton step of tall shards keeps its matrix across rounds
-        ChordNewton(data, NewtonAnchor.from_array(state.newton_anchor))
+        ChordNewton(
+            data,
+            NewtonAnchor.from_array(state.newton_anchor),
+            DescentPoint.at(data, state.theta, state.theta_margins)
+            if state.theta_margins.size
+            else None,
+        )
         if config.theta_solver == "newton"
         and config.record is None
         and newton_system_kind(*data.X_aug.shape) == "dense"
@@ -457,6 +466,7 @@ def run_machine(
         step_clock.lap("statistics")
         if on_round is not None:
             anchor = None if chord is None else chord.anchor
+            point = None if chord is None else chord.point
             on_round(
                 LoopState(
                     round=t,
@@ -471,6 +481,7 @@ def run_machine(
                     history=history,
                     newton_anchor=NO_ANCHOR if anchor is None else anchor.as_array(),
                     theta_tol=theta_tol,
+                    theta_margins=NO_MARGINS if point is None else point.margin,
                 )
             )
             step_clock.lap(None)

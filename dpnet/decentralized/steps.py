@@ -118,6 +118,37 @@ def _prox_center(z_nbhd: np.ndarray, v_in: np.ndarray, c: float) -> np.ndarray:
     return (z_nbhd + v_in / c).mean(axis=0)
 
 
+@dataclass
+class DescentPoint:
+    """The local loss at one theta iterate: its margins y X~ theta and f_j(theta); the
+    derivatives there (l'(margins), the Newton weights l''/n, the loss gradient
+    X~^T (y l'/n)) once asked for (:meth:`derived`). Margins are carried along the steps of a
+    solve (one product with X~ per step) and from one round to the next; every other entry is
+    a function of them, so a point rebuilt from stored margins is bitwise the kept one."""
+
+    theta: np.ndarray
+    margin: np.ndarray
+    loss_value: float
+    _derived: tuple[np.ndarray, np.ndarray] | None = None  # (Newton weights, loss gradient)
+
+    @classmethod
+    def at(
+        cls, data: LocalData, theta: np.ndarray, margin: np.ndarray | None = None
+    ) -> DescentPoint:
+        """The point of ``theta``; its margins computed, or the given ones (a checkpoint's)."""
+        margin = data.y * (data.X_aug @ theta) if margin is None else margin
+        loss_value = (1.0 / data.n_total) * data.loss.value(margin).sum()
+        return cls(theta.copy(), margin, float(loss_value))
+
+    def derived(self, data: LocalData) -> tuple[np.ndarray, np.ndarray]:
+        """(l''/n, X~^T (y l'/n)) at the margins, computed once."""
+        if self._derived is None:
+            inv_n = 1.0 / data.n_total
+            first, second = data.loss.derivatives(self.margin)
+            self._derived = (inv_n * second, data.X_aug.T @ (inv_n * data.y * first))
+        return self._derived
+
+
 def theta_gradient(
     data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray, theta: np.ndarray, c: float
 ) -> np.ndarray:
@@ -217,7 +248,9 @@ def theta_step_newton(
         return newton_direction(X, weights, rho, grad, kind, gram), True
 
     center = _prox_center(z_nbhd, v_in, c)
-    return _descend(data, center, rho, theta_prev, tol, max_iter, newton, relative)
+    start = DescentPoint.at(data, theta_prev)
+    end = _descend(data, center, rho, start, tol, max_iter, newton, relative)
+    return end.theta, end.loss_value
 
 
 CHORD_CONTRACTION = 0.25
@@ -257,11 +290,18 @@ class ChordNewton:
     positive definite) under the same Armijo search, and the step stops at the same
     gradient norm as :func:`theta_step_newton`: the same solution to ``tol``. Dense systems
     only (tall shards). The anchor is part of the loop state (a resumed run goes on
-    bitwise): the matrix is always formed from theta_a's own margins."""
+    bitwise): the matrix is always formed from theta_a's own margins.
 
-    def __init__(self, data: LocalData, anchor: NewtonAnchor | None) -> None:
+    The solve's last point is kept (:class:`DescentPoint`): the next round starts from the
+    same theta, so its loss and derivatives there are not computed again (their margins are
+    loop state too)."""
+
+    def __init__(
+        self, data: LocalData, anchor: NewtonAnchor | None, point: DescentPoint | None = None
+    ) -> None:
         self.data = data
         self.anchor = anchor
+        self.point = point
 
     def _form(self, theta: np.ndarray, rho: float) -> NewtonAnchor:
         X, y, inv_n = self.data.X_aug, self.data.y, 1.0 / self.data.n_total
@@ -305,22 +345,29 @@ class ChordNewton:
             return dpotrs(self.anchor.factor, grad)[0], fresh
 
         center = _prox_center(z_nbhd, v_in, c)
-        return _descend(self.data, center, rho, theta_prev, tol, max_iter, chord, relative)
+        kept = self.point
+        start = (
+            kept
+            if kept is not None and np.array_equal(kept.theta, theta_prev)
+            else DescentPoint.at(self.data, theta_prev)
+        )
+        self.point = _descend(self.data, center, rho, start, tol, max_iter, chord, relative)
+        return self.point.theta.copy(), self.point.loss_value  # the kept one stays as it is
 
 
 def _descend(
     data: LocalData,
     m: np.ndarray,
     rho: float,
-    theta_prev: np.ndarray,
+    start: DescentPoint,
     tol: float,
     max_iter: int,
     direction: Direction,
     relative: float = 0.0,
-) -> tuple[np.ndarray, float]:
-    """Minimize f_j(theta) + (rho/2) ||theta - m||^2 from ``theta_prev`` along ``direction``
-    until the gradient norm is <= ``tol``, or <= ``relative`` times its norm at
-    ``theta_prev`` if that is larger; returns (theta, f_j(theta)).
+) -> DescentPoint:
+    """Minimize f_j(theta) + (rho/2) ||theta - m||^2 from ``start`` along ``direction`` until
+    the gradient norm is <= ``tol``, or <= ``relative`` times its norm at ``start`` if that
+    is larger; returns the last point.
 
     The subproblem is smooth and rho-strongly convex; Armijo backtracking on the exact
     objective makes every step a descent step. The margins y X~ theta are carried along the
@@ -328,19 +375,18 @@ def _descend(
     many step lengths the line search tries.
     """
     X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
-    theta = theta_prev.copy()
-    margin = y * (X @ theta)
-    loss_value = inv_n * loss.value(margin).sum()
-    f = loss_value + 0.5 * rho * np.dot(theta - m, theta - m)
+    point = start
+    theta = point.theta
+    f = point.loss_value + 0.5 * rho * np.dot(theta - m, theta - m)
     for iteration in range(max_iter):
-        first, second = loss.derivatives(margin)
-        grad = X.T @ (inv_n * y * first) + rho * (theta - m)
-        norm = float(np.linalg.norm(grad))
+        weights, loss_grad = point.derived(data)
+        grad = loss_grad + rho * (theta - m)
+        norm = math.sqrt(grad @ grad)
         if iteration == 0:
             tol = max(tol, relative * norm)
         if norm <= tol:
             break
-        step, newton = direction(theta, grad, inv_n * second, norm)
+        step, newton = direction(theta, grad, weights, norm)
         slope = grad @ step
         moved = y * (X @ step)
         if slope <= FLAT_SLOPE * max(1.0, abs(f)):
@@ -348,22 +394,23 @@ def _descend(
             # search would only add rounding noise: the full step. A Newton step there ends
             # the solve (quadratic convergence); after a step on a kept matrix the gradient
             # is checked again
-            theta, margin = theta - step, margin - moved
-            loss_value = inv_n * loss.value(margin).sum()
+            theta, margin = theta - step, point.margin - moved
+            point = DescentPoint(theta, margin, float(inv_n * loss.value(margin).sum()))
             if newton:
                 break
-            f = loss_value + 0.5 * rho * np.dot(theta - m, theta - m)
+            f = point.loss_value + 0.5 * rho * np.dot(theta - m, theta - m)
             continue
         t = 1.0
         while True:
-            cand, cand_margin = theta - t * step, margin - t * moved
-            cand_loss = inv_n * loss.value(cand_margin).sum()
+            cand, cand_margin = theta - t * step, point.margin - t * moved
+            cand_loss = float(inv_n * loss.value(cand_margin).sum())
             f_cand = cand_loss + 0.5 * rho * np.dot(cand - m, cand - m)
             if f_cand <= f - ARMIJO_FRACTION * t * slope or t < SMALLEST_STEP:
                 break
             t *= 0.5
-        theta, margin, loss_value, f = cand, cand_margin, cand_loss, f_cand
-    return theta, float(loss_value)
+        theta, f = cand, f_cand
+        point = DescentPoint(theta, cand_margin, cand_loss)
+    return point
 
 
 def theta_update_newton(
