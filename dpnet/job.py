@@ -138,6 +138,7 @@ def machine_cross_validation(
     """``--cv K`` on one machine: its own folds (``rng``: its fold stream), the network's CV
     curve and selected lambda, from its randomized shard only; rank 0 prints a line per fold
     when ``verbose``."""
+    assert config.cv is not None  # called with --cv K only
     data, groups = local_problem(
         shard,
         lam=admm.lam,
@@ -181,6 +182,7 @@ def checkpoint_prints(config: RunConfig, graph: Any, rank: int, raw: RawShard) -
 def resume_machine(config: RunConfig, graph: Any, rank: int, raw: RawShard, round_: int) -> Resumed:
     """Machine ``rank``'s checkpoint of ``round_`` from ``--resume`` (CheckpointError if it
     is missing, corrupt or of another run)."""
+    assert config.resume is not None  # called with --resume only
     return checkpoint.load(config.resume, rank, round_, checkpoint_prints(config, graph, rank, raw))
 
 
