@@ -25,6 +25,7 @@ from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local
 from dpnet.decentralized.record import RecordNoise
 from dpnet.decentralized.termination import tree_plan
 from dpnet.errors import ConfigError
+from dpnet.network.comm import Communicator
 from dpnet.report import print_cv_fold
 
 
@@ -60,7 +61,7 @@ def admm_config(config: RunConfig) -> ADMMConfig:
 
 
 def machine_main(
-    comm: Any,
+    comm: Communicator,
     raw: RawShard,
     config: RunConfig,
     graph: Any,
@@ -127,7 +128,7 @@ def machine_main(
 
 
 def machine_cross_validation(
-    comm: Any,
+    comm: Communicator,
     shard: PrivateShard,
     config: RunConfig,
     graph: Any,
