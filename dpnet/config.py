@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, NoReturn
 
 from dpnet import __version__
 from dpnet.data.labels import LabelDomain
@@ -545,7 +545,7 @@ MAX_FINITE_EPSILON = 36.7
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, no usage wall
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage wall
         if message.endswith("expected one argument"):  # argparse takes '-1,1' for an option
             flag = message.removeprefix("argument ").split(":", 1)[0]
             message += f" (a value that starts with '-' goes after '=': {flag}=-VALUE)"

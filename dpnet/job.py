@@ -25,6 +25,7 @@ from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local
 from dpnet.decentralized.record import RecordNoise
 from dpnet.decentralized.termination import tree_plan
 from dpnet.errors import ConfigError
+from dpnet.network.comm import Communicator
 from dpnet.report import print_cv_fold
 
 
@@ -60,7 +61,7 @@ def admm_config(config: RunConfig) -> ADMMConfig:
 
 
 def machine_main(
-    comm: Any,
+    comm: Communicator,
     raw: RawShard,
     config: RunConfig,
     graph: Any,
@@ -127,7 +128,7 @@ def machine_main(
 
 
 def machine_cross_validation(
-    comm: Any,
+    comm: Communicator,
     shard: PrivateShard,
     config: RunConfig,
     graph: Any,
@@ -138,6 +139,7 @@ def machine_cross_validation(
     """``--cv K`` on one machine: its own folds (``rng``: its fold stream), the network's CV
     curve and selected lambda, from its randomized shard only; rank 0 prints a line per fold
     when ``verbose``."""
+    assert config.cv is not None  # called with --cv K only
     data, groups = local_problem(
         shard,
         lam=admm.lam,
@@ -181,6 +183,7 @@ def checkpoint_prints(config: RunConfig, graph: Any, rank: int, raw: RawShard) -
 def resume_machine(config: RunConfig, graph: Any, rank: int, raw: RawShard, round_: int) -> Resumed:
     """Machine ``rank``'s checkpoint of ``round_`` from ``--resume`` (CheckpointError if it
     is missing, corrupt or of another run)."""
+    assert config.resume is not None  # called with --resume only
     return checkpoint.load(config.resume, rank, round_, checkpoint_prints(config, graph, rank, raw))
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import networkx as nx
 
 from dpnet.config import RunConfig
-from dpnet.decentralized.machine import consensus_model
+from dpnet.decentralized.cv import CVResult
+from dpnet.decentralized.machine import MachineOracle, consensus_model
 from dpnet.errors import EXIT_NO_ESTIMATE, EXIT_PLOT_FAILED
 from dpnet.job import JobOutcome
 from dpnet.network.topology import describe_topology
@@ -71,7 +72,8 @@ def finish(
         wall,
         backend,
         baselines,
-        [o.cross_validation for o in outcomes] if config.cv else None,
+        # --cv: every machine has its CVResult
+        [cast(CVResult, o.cross_validation) for o in outcomes] if config.cv else None,
     )
     if config.oracle_output:
         from dpnet.oracle import build_oracle_report
@@ -85,7 +87,7 @@ def finish(
             build_oracle_report(
                 fitted,
                 setup.public,
-                [o.oracle for o in outcomes],
+                [cast(MachineOracle, o.oracle) for o in outcomes],  # kept: --oracle-output
                 coef,
                 intercept,
                 setup.holdout_raw,

@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -315,8 +315,8 @@ def build_report(
             # CPU time outside communication: what a machine on a core of its own spends
             "compute_cpu_seconds_per_round": float(np.mean(cpu_round)),
             # the job's start to the first round, slowest machine (dpnet.run.main: imports,
-            # MPI, data, set-up)
-            "startup_seconds": max(r.startup_seconds for r in results),
+            # MPI, data, set-up); every result is stamped by pipeline._timed_startup
+            "startup_seconds": max(cast(float, r.startup_seconds) for r in results),
             "cpu_seconds_per_round_by_step": _step_split(results),
         },
         "history": [vars(h) for h in results[0].history],

@@ -176,6 +176,7 @@ def data_per_machine(config: RunConfig) -> bool:
 
 def load_own_shard(config: RunConfig, rank: int) -> GroupData:
     """Machine ``rank``'s own rows, from ``--data`` with {rank} replaced by its rank."""
+    assert config.data is not None  # callers check data_per_machine(config) first
     return load_dataset(
         config.data.replace(RANK_PLACEHOLDER, str(rank)),
         groups=config.groups,

@@ -74,6 +74,7 @@ def _cross_validation(
     verbose: bool,
 ) -> CVResult:
     """``--cv K``: the network's CVResult (its exchanges added to ``count``)."""
+    assert config.cv is not None  # called with --cv K only
     admm = admm_config(config)
     problems = [
         local_problem(

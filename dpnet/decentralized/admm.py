@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import networkx as nx
 import numpy as np
@@ -114,6 +115,13 @@ class LoopState:
     newton_anchor: np.ndarray = field(default_factory=lambda: NO_ANCHOR)  # NewtonAnchor.as_array()
     theta_tol: float | None = None  # the next theta step's (None: round 1, relative to its start)
     theta_margins: np.ndarray = field(default_factory=lambda: NO_MARGINS)  # y X~ theta, carried
+
+
+class _SolveTo(TypedDict, total=False):
+    """The stopping rule passed to a Newton theta step: ``tol``, or ``relative``."""
+
+    tol: float
+    relative: float
 
 
 ROUND_STEPS = ("z_step", "theta_step", "statistics")
@@ -411,14 +419,16 @@ def run_machine(
             z_in, z_out = relaxed(z, z_nbhd, theta, theta_nbhd, config.relaxation)
             loss = None
             # Newton steps: to theta_tol, or in round 1 to theta_rtol times the start's gradient
-            solve_to = {"relative": config.theta_rtol} if theta_tol is None else {"tol": theta_tol}
+            solve_to: _SolveTo = (
+                {"relative": config.theta_rtol} if theta_tol is None else {"tol": theta_tol}
+            )
             if config.record is not None:
                 theta = private_theta_step(config.record, data, z_in, v_in, theta, c, comm.rank, t)
             elif chord is not None:
                 theta, loss = chord(z_in, v_in, theta, c, **solve_to)
             elif config.theta_solver == "newton":
                 theta, loss = theta_step_newton(data, z_in, v_in, theta, c, **solve_to)
-            elif config.theta_solver == "majorized":
+            elif majorized is not None:  # theta_solver == "majorized"
                 theta = majorized(z_in, v_in, theta, c)
             else:
                 theta = theta_update_gradient(

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import cast
 
 import networkx as nx
 import numpy as np
@@ -286,7 +287,7 @@ def theta_update_newton_batched(
     everyone = np.arange(n_mach)
     f = value(everyone, theta)
     active = everyone
-    tol = np.broadcast_to(tol, (n_mach,)).copy()
+    tols = np.broadcast_to(tol, (n_mach,)).copy()  # one per machine
     for iteration in range(max_iter):
         if active.size == 0:
             break
@@ -298,8 +299,8 @@ def theta_update_newton_batched(
         )
         norm = np.linalg.norm(grad, axis=1)
         if iteration == 0:
-            tol = np.maximum(tol, relative * norm)
-        going = ~(norm <= tol[active])
+            tols = np.maximum(tols, relative * norm)
+        going = ~(norm <= tols[active])
         active, grad, margin, th = active[going], grad[going], margin[going], th[going]
         norm = norm[going]
         if active.size == 0:
@@ -409,7 +410,7 @@ def tree_sum(graph: nx.Graph, values: np.ndarray) -> np.ndarray:
     subtree = {v: np.asarray(values[v], dtype=float).copy() for v in order}
     children: dict[int, list[int]] = {v: [] for v in order}
     for v in order[1:]:
-        children[parent[v]].append(v)  # type: ignore[index]
+        children[cast(int, parent[v])].append(v)  # not the root: it has a parent
     for v in reversed(order):
         for child in children[v]:
             subtree[v] += subtree[child]
@@ -507,7 +508,7 @@ def run_batched(
             pending[t] = np.array(
                 [
                     objective.sum(),
-                    scaled_residual(primal, dual, c, norm).max(),
+                    cast(np.ndarray, scaled_residual(primal, dual, c, norm)).max(),
                     primal.max(),
                     dual.max(),
                     norm.max(),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
@@ -28,6 +28,7 @@ from dpnet.decentralized.admm import (
 from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
 from dpnet.decentralized.steps import GroupStructure, LocalData, local_objective
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
+from dpnet.network.comm import Communicator
 from dpnet.penalties.group import groups_from_labels
 
 if TYPE_CHECKING:  # the accounting is imported where the ledger is built (rank 0)
@@ -90,7 +91,7 @@ def local_problem(
 
 
 def run_private_machine(
-    comm: Any,
+    comm: Communicator,
     raw: RawShard,
     *,
     keep_prob: float,
@@ -120,7 +121,7 @@ def run_private_machine(
 
 
 def fit_private_shard(
-    comm: Any,
+    comm: Communicator,
     shard: PrivateShard,
     label_oracle: LabelOracle | None,
     *,

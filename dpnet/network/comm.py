@@ -211,7 +211,11 @@ class World(Protocol):
     rank: int
     size: int
     backend: str  # the results' "backend"
-    launched_as: str | None  # how the machine count was fixed, for error messages
+
+    @property
+    def launched_as(self) -> str | None:
+        """How the machine count was fixed, for error messages (read only)."""
+        ...
 
     def agree(self, error: str | None) -> str | None:
         """Every machine learns the first error any machine met (None if none)."""

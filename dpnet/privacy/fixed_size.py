@@ -96,7 +96,7 @@ def _log_a_int(q: float, s: float, alpha: int, deltas: np.ndarray) -> float:
 
 
 def fast_rdp_fixed_size_gaussian(
-    q: float, noise_multiplier: float, orders: Sequence[float]
+    q: float, noise_multiplier: float, orders: Sequence[float] | np.ndarray
 ) -> np.ndarray:
     """The bound of :func:`rdp_fixed_size_gaussian` at each order, 0 < q < 1, with forward
     differences shared by all orders (checked inputs)."""

@@ -24,6 +24,7 @@ no public accessor for a PLD's support; any change there makes the PLD "skipped"
 from __future__ import annotations
 
 import math
+from typing import Any, TypeAlias
 
 import numpy as np
 from dp_accounting import dp_event
@@ -35,7 +36,7 @@ from dp_accounting.privacy_accountant import NeighboringRelation
 from dpnet.errors import PrivacyError
 from dpnet.privacy.events import PureDpEvent
 
-PLD = pld_lib.PrivacyLossDistribution
+PLD: TypeAlias = pld_lib.PrivacyLossDistribution
 PLD_DISCRETIZATION = 1e-4
 PLD_MAX_DISCRETIZATION = 1e-2
 """The grid is coarsened up to this interval to fit the budget."""
@@ -163,7 +164,7 @@ def _dense_pmfs(pld: PLD) -> list:
     return [p.to_dense_pmf() for p in pmfs]
 
 
-def _span(pmf: object) -> int:
+def _span(pmf: Any) -> int:
     """Grid points between a PMF's smallest and largest loss, without densifying it."""
     losses = getattr(pmf, "_loss_probs", None)
     if losses is None:  # dense

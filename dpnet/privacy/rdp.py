@@ -60,7 +60,7 @@ MAX_COUNT = 10**15
 _MAX_TERMS = 1 << 17
 
 
-def _check_orders(orders: Sequence[float]) -> np.ndarray:
+def _check_orders(orders: Sequence[float] | np.ndarray) -> np.ndarray:
     a = np.atleast_1d(np.asarray(orders, dtype=float))
     if a.ndim != 1 or a.size == 0 or not np.all(a > 1) or np.any(np.isnan(a)):
         raise PrivacyError("RDP orders must be a non-empty 1-d list of numbers > 1")
@@ -82,8 +82,12 @@ def _check_q_sigma(q: float, noise_multiplier: float) -> tuple[float, float]:
 
 def _check_count(value: float | None, what: str) -> int:
     """A positive integer <= MAX_COUNT (steps, dataset size)."""
-    ok = isinstance(value, int | np.integer | float) and not isinstance(value, bool)
-    if ok and not (isinstance(value, float) and not value.is_integer()) and 1 <= value <= MAX_COUNT:
+    if (
+        isinstance(value, int | np.integer | float)
+        and not isinstance(value, bool)
+        and not (isinstance(value, float) and not value.is_integer())
+        and 1 <= value <= MAX_COUNT
+    ):
         return int(value)
     raise PrivacyError(f"{what} must be an integer in [1, {MAX_COUNT:.0e}], got {value}")
 
@@ -164,7 +168,7 @@ def _log_a_frac(q: float, s: float, alpha: float) -> float:
 
 
 def rdp_poisson_gaussian(
-    q: float, noise_multiplier: float, orders: Sequence[float] = DEFAULT_ORDERS
+    q: float, noise_multiplier: float, orders: Sequence[float] | np.ndarray = DEFAULT_ORDERS
 ) -> np.ndarray:
     """RDP of one Poisson-subsampled Gaussian step (add/remove-one), at each order.
 
@@ -187,7 +191,10 @@ def rdp_poisson_gaussian(
 
 
 def rdp_fixed_size_gaussian(
-    batch_size: int, n: int, noise_multiplier: float, orders: Sequence[float] = DEFAULT_ORDERS
+    batch_size: int,
+    n: int,
+    noise_multiplier: float,
+    orders: Sequence[float] | np.ndarray = DEFAULT_ORDERS,
 ) -> np.ndarray:
     """RDP upper bound of one Gaussian step on a uniformly drawn batch of fixed size (replace-one).
 
@@ -204,7 +211,10 @@ def rdp_fixed_size_gaussian(
 
 
 def rdp_to_epsilon(
-    orders: Sequence[float], rdp: Sequence[float], delta: float, conversion: str = "improved"
+    orders: Sequence[float] | np.ndarray,
+    rdp: Sequence[float] | np.ndarray,
+    delta: float,
+    conversion: str = "improved",
 ) -> tuple[float, float]:
     """Smallest epsilon over the orders and the order attaining it.
 
@@ -253,6 +263,7 @@ def sampled_gaussian_event(
         inner: dp_event.DpEvent = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s))
     elif sampling == "fixed":
         m = fixed_batch_size(q, n)
+        assert n is not None  # fixed_batch_size refused None
         inner = dp_event.SampledWithoutReplacementDpEvent(int(n), m, dp_event.GaussianDpEvent(s))
     else:
         raise PrivacyError(f"sampling must be 'poisson' or 'fixed', got {sampling!r}")
@@ -286,7 +297,9 @@ def _rdp_steps(
     if sampling == "fixed" and fast and q < 1.0:
         return steps * fixed_size.fast_rdp_fixed_size_gaussian(q, s, orders)
     if sampling == "fixed":
-        return steps * rdp_fixed_size_gaussian(fixed_batch_size(q, n), int(n), s, orders)
+        m = fixed_batch_size(q, n)
+        assert n is not None  # fixed_batch_size refused None
+        return steps * rdp_fixed_size_gaussian(m, int(n), s, orders)
     raise PrivacyError(f"sampling must be 'poisson' or 'fixed', got {sampling!r}")
 
 
@@ -323,7 +336,7 @@ def epsilon_for(
     delta: float,
     n: int | None = None,
     conversion: str = "improved",
-    orders: Sequence[float] = DEFAULT_ORDERS,
+    orders: Sequence[float] | np.ndarray = DEFAULT_ORDERS,
     with_pld: bool = True,
 ) -> dict:
     """(epsilon, delta) of ``steps`` subsampled Gaussian steps: RDP epsilon, best order, PLD eps.
@@ -370,7 +383,7 @@ def calibrate_noise_multiplier(
     steps: int,
     n: int | None = None,
     conversion: str = "improved",
-    orders: Sequence[float] = DEFAULT_ORDERS,
+    orders: Sequence[float] | np.ndarray = DEFAULT_ORDERS,
     rtol: float = 1e-6,
 ) -> float:
     """Smallest noise multiplier (to rtol, rounded up) whose RDP epsilon is <= target_epsilon.

@@ -268,6 +268,7 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
             theta0 = np.zeros(X.shape[1] + 1)
         else:
             theta0 = np.asarray(self.init, dtype=float)
+        assert self.y_bound is not None  # fit refuses method 'coordinate' without y_bound
         theta, cd = dp_coordinate_descent(
             X,
             y,

@@ -11,7 +11,7 @@ multiple a_i s_i of the row, ||g_i|| = |a_i| ||s_i||, so clipped sums cost one m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -237,4 +237,4 @@ def release(
     out, _ = gaussian_mechanism(
         value, l2_sensitivity=l2_sensitivity, noise_multiplier=noise_multiplier, rng=rng
     )
-    return out
+    return cast(np.ndarray, out)  # a vector in, a vector out (a float only for a 0-d value)

@@ -230,7 +230,11 @@ class ADMMObjPClassifier(DPLinearClassifier):
         curv = loss.curvature_bound * bound**2
         jac = 2.0 * math.log1p(curv / (n * rho))
         private = self.epsilon is not None
-        eps_iter = check_positive("epsilon", self.epsilon) / iters if private else math.inf
+        eps_iter = (
+            check_positive("epsilon", self.epsilon) / iters
+            if self.epsilon is not None  # private
+            else math.inf
+        )
         if private and eps_iter <= jac:
             raise PrivacyError(
                 f"epsilon/n_iter = {eps_iter:.3g} does not exceed the Jacobian term {jac:.3g}; "

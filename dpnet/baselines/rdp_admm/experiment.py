@@ -77,7 +77,9 @@ def make_estimators(
     """
     if loss not in TUNED_SETTINGS:
         raise ConfigError(f"loss must be one of {tuple(TUNED_SETTINGS)}, got {loss!r}")
-    tuned = {name: dict(setting) for name, setting in TUNED_SETTINGS[loss].items()}
+    tuned: dict[str, dict[str, Any]] = {
+        name: dict(setting) for name, setting in TUNED_SETTINGS[loss].items()
+    }
     for name, key, value in (
         ("ssADMM", "n_epochs", n_epochs),
         ("DP-SGD", "n_epochs", n_epochs),
@@ -86,7 +88,7 @@ def make_estimators(
     ):
         if value is not None:
             tuned[name][key] = value
-    common = {"lam": lam, "loss": loss, "epsilon": epsilon, "delta": delta}
+    common: dict[str, Any] = {"lam": lam, "loss": loss, "epsilon": epsilon, "delta": delta}
     states = method_seeds(seed, 5)
     return {
         "ssADMM": SSADMMClassifier(rho=0.25, **tuned["ssADMM"], **common, random_state=states[0]),

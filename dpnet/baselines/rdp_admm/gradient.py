@@ -22,6 +22,7 @@ The privacy of the whole run is the composition of n_epochs * ceil(n/m) sampled 
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -90,9 +91,10 @@ class _GradientPerturbationClassifier(DPLinearClassifier):
                 idx = sampler.draw()
                 total = clipped_gradient_sum(loss, A[idx], ypm[idx], state["x"], clip)
                 if mult > 0:
-                    total, _ = gaussian_mechanism(
+                    noisy, _ = gaussian_mechanism(
                         total, l2_sensitivity=sens, noise_multiplier=mult, rng=rng
                     )
+                    total = cast(np.ndarray, noisy)  # a vector in, a vector out
                 self._update(state, total / sampler.batch_size, eta)
             history.append(objective(loss, A, ypm, self._output(state), lam))
         self.coef_ = self._output(state)

@@ -146,7 +146,12 @@ def sampled_gaussian_privacy(
 ) -> tuple[dict[str, Any], dp_event.DpEvent]:
     """Calibrate z (if epsilon is given) and account T sampled-Gaussian steps of the sampler."""
     delta = check_delta(delta)
-    kw = {"sampling": sampler.sampling, "q": sampler.q, "steps": steps, "n": sampler.n}
+    kw: dict[str, Any] = {
+        "sampling": sampler.sampling,
+        "q": sampler.q,
+        "steps": steps,
+        "n": sampler.n,
+    }
     z = resolve_noise_multiplier(
         epsilon, noise_multiplier, lambda eps: _calibrate(eps, delta, **kw)
     )
