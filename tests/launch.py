@@ -99,13 +99,16 @@ def mpiexec_is_open_mpi() -> bool:
 # signal's number)
 OPEN_MPI_SIGNALLED_EXIT = 1
 _LAUNCHER_NOTE = re.compile(r"^-{20,}\n.*?^-{20,}\n?", re.M | re.S)
-_LAUNCHER_LINE = re.compile(r"^\[[^\]\s]+:\d+\] ")  # Open MPI's "[host:pid] PMIX ERROR: ..."
+# Open MPI's "[host:pid] PMIX ERROR: ...", and its event library's "[warn] Epoll MOD(1) on fd
+# 23 failed. Old events were 6; ...: Bad file descriptor" (once in CI, a refused launch)
+_LAUNCHER_LINE = re.compile(r"^(\[[^\]\s]+:\d+\]|\[(warn|err)\] Epoll) ")
 
 
 def job_lines(stderr: str) -> list[str]:
     """The non-blank lines of ``stderr`` less the launcher's own: Open MPI's mpiexec reports
     a rank's abort or non-zero exit in a block between lines of dashes (and a NUL byte), and
-    its PMIx server may add a ``[host:pid] PMIX ERROR`` line when ranks end together; hydra
+    its PMIx server may add a ``[host:pid] PMIX ERROR`` line when ranks end together, and its
+    event library a ``[warn] Epoll ...`` line when a rank's pipe closes under it; hydra
     prints none of these."""
     text = _LAUNCHER_NOTE.sub("", stderr.replace("\0", ""))
     return [ln for ln in text.splitlines() if ln.strip() and not _LAUNCHER_LINE.match(ln)]
