@@ -25,7 +25,7 @@ def theta_likelihood_ratio(
         exact = [
             theta_update_newton_batched(c, center[None], np.array([rho]), center[None], tol=1e-14)[
                 0
-            ]
+            ][0]
             for c in candidates
         ]
         gap = np.sum((released - exact[0]) ** 2) - np.sum((released - exact[1]) ** 2)

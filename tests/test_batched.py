@@ -120,7 +120,7 @@ def test_batched_theta_step_follows_each_machines_own_newton_sequence():
     center = rng.standard_normal((6, dim)) * 0.3
     rho = np.array([0.005, 0.01, 0.02, 0.015, 0.1, 1.0])
     start = rng.standard_normal((6, dim)) * np.array([0.0, 3.0, 0.1, 10.0, 1.0, 0.0])[:, None]
-    got = theta_update_newton_batched(data, center, rho, start)
+    got, _ = theta_update_newton_batched(data, center, rho, start)
     for j, shard in enumerate(shards):
         d = 4  # any d: only c d = rho enters
         c = rho[j] / d

@@ -62,7 +62,9 @@ def test_non_finite_iterate_stops_every_machine_in_the_same_round():
 
 def test_non_finite_run_exits_3_with_valid_json(tmp_path, capsys, monkeypatch):
     newton = admm.theta_step_newton  # the default theta step reports the loss it computed
-    monkeypatch.setattr(admm, "theta_step_newton", lambda *a, **k: (newton(*a, **k)[0], math.nan))
+    monkeypatch.setattr(
+        admm, "theta_step_newton", lambda *a, **k: newton(*a, **k)._replace(loss=math.nan)
+    )
     out = tmp_path / "r.json"
     assert (
         main(

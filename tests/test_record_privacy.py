@@ -224,7 +224,9 @@ def _stream_statistics(
     std = assumed * noise.numerator(8, 1.0) / rho
     for t in range(1, rounds + 1):
         released = batched.private_thetas_batched(noise, stacks[truth], center, rho_vec, center, t)
-        exact = [theta_update_newton_batched(s, center, rho_vec, center, tol=1e-14) for s in stacks]
+        exact = [
+            theta_update_newton_batched(s, center, rho_vec, center, tol=1e-14)[0] for s in stacks
+        ]
         llr += (
             ((released - exact[0]) ** 2).sum(axis=1) - ((released - exact[1]) ** 2).sum(axis=1)
         ) / (2 * std**2)

@@ -50,8 +50,8 @@ def test_every_round_reaches_the_newton_solution(loss, monkeypatch) -> None:  # 
     forms = _count_forms(monkeypatch)
     chord, theta_c, theta_n, c = ChordNewton(data, None), np.zeros(13), np.zeros(13), 0.05
     for z_nbhd, v_in in inputs:
-        theta_c, loss_c = chord(z_nbhd, v_in, theta_c, c)
-        theta_n, loss_n = theta_step_newton(data, z_nbhd, v_in, theta_n, c)
+        theta_c, loss_c, _ = chord(z_nbhd, v_in, theta_c, c)
+        theta_n, loss_n, _ = theta_step_newton(data, z_nbhd, v_in, theta_n, c)
         assert np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta_c, c)) <= 1e-11
         assert np.abs(theta_c - theta_n).max() <= 1e-10
         assert loss_c == pytest.approx(loss.value(y * (X @ theta_c)).sum() / 1600, rel=1e-13)
@@ -62,7 +62,7 @@ def test_a_new_penalty_forms_a_new_matrix() -> None:
     X, y, inputs = _rounds(200, 6, 2)
     data = LocalData(X, y, 800)
     chord = ChordNewton(data, None)
-    theta, _ = chord(*inputs[0], np.zeros(7), 0.05)
+    theta, *_ = chord(*inputs[0], np.zeros(7), 0.05)
     assert chord.anchor is not None and chord.anchor.rho == 0.05 * 3
     chord(*inputs[1], theta, 0.1)
     assert chord.anchor.rho == pytest.approx(0.1 * 3)
@@ -76,7 +76,7 @@ def test_a_stored_anchor_goes_on_bitwise() -> None:
     data = LocalData(X, y, 900)
     chord, theta = ChordNewton(data, None), np.zeros(9)
     for z_nbhd, v_in in inputs[:3]:
-        theta, _ = chord(z_nbhd, v_in, theta, 0.05)
+        theta, *_ = chord(z_nbhd, v_in, theta, 0.05)
     assert chord.anchor is not None
     assert chord.point is not None and np.array_equal(chord.point.theta, theta)
     resumed = ChordNewton(
@@ -87,8 +87,8 @@ def test_a_stored_anchor_goes_on_bitwise() -> None:
     assert resumed.anchor is not None and resumed.anchor.factor is None
     theta_r = theta.copy()
     for z_nbhd, v_in in inputs[3:]:
-        theta, loss = chord(z_nbhd, v_in, theta, 0.05)
-        theta_r, loss_r = resumed(z_nbhd, v_in, theta_r, 0.05)
+        theta, loss, _ = chord(z_nbhd, v_in, theta, 0.05)
+        theta_r, loss_r, _ = resumed(z_nbhd, v_in, theta_r, 0.05)
         assert np.array_equal(theta, theta_r) and loss == loss_r
     assert NewtonAnchor.from_array(np.empty(0)) is None
 
@@ -99,7 +99,7 @@ def test_a_non_finite_matrix_gives_a_non_finite_step() -> None:
     X, y, inputs = _rounds(50, 3, 1)
     X[:, 0] *= 1e200
     with np.errstate(all="ignore"):
-        theta, _ = ChordNewton(LocalData(X, y, 50), None)(*inputs[0], np.zeros(4), 0.05)
+        theta, *_ = ChordNewton(LocalData(X, y, 50), None)(*inputs[0], np.zeros(4), 0.05)
     assert not np.isfinite(theta).all()
 
 

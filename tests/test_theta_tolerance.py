@@ -19,6 +19,7 @@ from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
     residuals,
+    scaled_residual,
     theta_gradient,
     theta_step_newton,
     theta_tolerance,
@@ -58,8 +59,8 @@ def test_a_relative_solve_stops_once_the_gradient_shrank_by_rtol(solver: str) ->
 
     def solve(**to: float) -> np.ndarray:
         if solver == "chord":
-            return ChordNewton(data, None)(z_nbhd, v_in, theta0, c, **to)[0]
-        return theta_step_newton(data, z_nbhd, v_in, theta0, c, **to)[0]
+            return ChordNewton(data, None)(z_nbhd, v_in, theta0, c, **to).theta
+        return theta_step_newton(data, z_nbhd, v_in, theta0, c, **to).theta
 
     start = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta0, c))
     loose = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, solve(relative=1e-3), c))
@@ -84,11 +85,13 @@ def test_the_round_loop_solves_each_step_to_the_previous_rounds_residuals(monkey
     call = ChordNewton.__call__
 
     def spy(self, z_nbhd, v_in, theta_prev, c, **to):  # noqa: ANN001, ANN202
-        theta, loss = call(self, z_nbhd, v_in, theta_prev, c, **to)
+        solve = call(self, z_nbhd, v_in, theta_prev, c, **to)
+        theta = solve.theta
         start = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta_prev, c))
         end = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta, c))
         seen.append((start, end, to))
-        return theta, loss
+        assert solve.gradient_norm == pytest.approx(end, rel=1e-6, abs=1e-15)
+        return solve
 
     monkeypatch.setattr(ChordNewton, "__call__", spy)
     states = []
@@ -117,9 +120,9 @@ def test_the_simulator_takes_the_same_tolerances() -> None:
     rng = np.random.default_rng(0)
     center, rho = 0.3 * rng.standard_normal((3, 7)), np.array([0.05, 0.1, 0.2])
     tol = np.array([1e-3, 1e-6, 1e-12])
-    theta = theta_update_newton_batched(data, center, rho, np.zeros((3, 7)), tol=tol)
+    theta, _ = theta_update_newton_batched(data, center, rho, np.zeros((3, 7)), tol=tol)
     for j, shard in enumerate(shards):
-        one, _ = theta_step_newton(
+        one, *_ = theta_step_newton(
             shard, center[j][None, :], np.zeros((1, 7)), np.zeros(7), rho[j], tol=tol[j]
         )
         np.testing.assert_allclose(theta[j], one, atol=1e-13)
@@ -152,3 +155,37 @@ def test_the_default_reaches_the_exact_solves_optimum_with_fewer_iterations(monk
     assert abs(f_loose - f_exact) <= 1e-10 * f_exact
     np.testing.assert_allclose(loose.consensus, exact.consensus, atol=1e-7)
     assert loose_calls < 0.6 * exact_calls
+
+
+def test_the_stop_rule_reads_how_far_each_theta_step_is_from_solved() -> None:
+    """g_j, the theta subproblem's gradient norm, is the stop statistic's third term."""
+    assert scaled_residual(1e-9, 1e-9, 0.5, 1.0, 0.0) == 1e-9
+    assert scaled_residual(1e-9, 1e-9, 0.5, 2.0, 4e-3) == 2e-3  # / max(1, ||theta||)
+    arrays = scaled_residual(np.zeros(2), np.zeros(2), 1.0, np.ones(2), np.array([0.0, 0.1]))
+    np.testing.assert_array_equal(arrays, [0.0, 0.1])
+
+
+@pytest.mark.parametrize("backend", ["round loop", "simulator"])
+def test_steps_as_loose_as_the_residuals_do_not_stop_at_zero(backend: str) -> None:
+    """rtol 1: round 1's step may stop where it starts (theta = 0), which left every
+    residual exactly 0 and the run stopped "converged" at theta = 0 after 5 rounds; with
+    the steps' gradient norms in the stop statistic it goes on to the optimum."""
+    shards = [_shard(300, 6, seed=20 + j) for j in range(3)]
+    shards = [LocalData(s.X_aug, s.y, 900, s.loss) for s in shards]
+    groups = GroupStructure(np.array([0, 3, 6]), np.arange(6), np.full(2, 0.01))
+    graph = nx.path_graph(3)
+
+    def fit(rtol: float) -> tuple[str, float]:
+        config = ADMMConfig(theta_rtol=rtol, tol=1e-10)
+        if backend == "simulator":
+            result = run_batched(shards, groups, config, graph)
+            return result.stop_reason, result.history[-1].objective
+        results = run_in_process(
+            graph, lambda comm: run_machine(comm, shards[comm.rank], groups, config, graph)
+        )
+        return results[0].stop_reason, results[0].history[-1].objective
+
+    (reason, f_loose), (_, f_exact) = fit(1.0), fit(0.0)
+    assert reason == "converged"
+    assert abs(f_loose - f_exact) <= 1e-9 * f_exact
+    assert abs(f_loose - math.log(2)) > 1e-3  # not the objective at theta = 0

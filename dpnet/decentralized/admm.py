@@ -417,7 +417,7 @@ def run_machine(
             step_clock.lap(None)
             z_nbhd = with_own(z, z_sent)
             z_in, z_out = relaxed(z, z_nbhd, theta, theta_nbhd, config.relaxation)
-            loss = None
+            loss, theta_error = None, 0.0
             # Newton steps: to theta_tol, or in round 1 to theta_rtol times the start's gradient
             solve_to: _SolveTo = (
                 {"relative": config.theta_rtol} if theta_tol is None else {"tol": theta_tol}
@@ -425,9 +425,9 @@ def run_machine(
             if config.record is not None:
                 theta = private_theta_step(config.record, data, z_in, v_in, theta, c, comm.rank, t)
             elif chord is not None:
-                theta, loss = chord(z_in, v_in, theta, c, **solve_to)
+                theta, loss, theta_error = chord(z_in, v_in, theta, c, **solve_to)
             elif config.theta_solver == "newton":
-                theta, loss = theta_step_newton(data, z_in, v_in, theta, c, **solve_to)
+                theta, loss, theta_error = theta_step_newton(data, z_in, v_in, theta, c, **solve_to)
             elif majorized is not None:  # theta_solver == "majorized"
                 theta = majorized(z_in, v_in, theta, c)
             else:
@@ -457,7 +457,7 @@ def run_machine(
             [
                 (released_loss(config, data, theta) if loss is None else loss)
                 + group_penalty(theta[:-1], groups.grp_ptr, groups.grp_indices, groups.thresholds),
-                scaled_residual(primal, dual, c, norm),
+                scaled_residual(primal, dual, c, norm, theta_error),
                 primal,
                 dual,
                 norm,

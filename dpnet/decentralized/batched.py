@@ -258,7 +258,7 @@ def theta_update_newton_batched(
     max_iter: int = NEWTON_MAX_ITER,
     kept: KeptMatrices | None = None,
     relative: float = 0.0,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     r"""theta_j = argmin f_j(theta) + (rho_j/2) ||theta - m_j||^2 for every j, by the damped
     Newton method of ``theta_step_newton`` (dense system), each machine masked out of the
     stack as soon as its own iteration stops, so it follows exactly its own sequence; with
@@ -266,6 +266,7 @@ def theta_update_newton_batched(
     without a kept one of its rho_j, or when a step on it shrank its gradient norm by less
     than CHORD_CONTRACTION. ``tol``: one gradient tolerance, or one per machine; a machine
     whose gradient at ``theta_prev`` times ``relative`` is larger stops there instead.
+    Returns (theta, each machine's gradient norm at its theta: ``ThetaSolve.gradient_norm``).
 
     H_j = X~_j^T diag(l''/n) X~_j + rho_j I; Armijo: f(theta - t s) <= f - 1e-4 t g^T s,
     halving t until it holds or t < 1e-10; full step once g^T s <= 1e-12 max(1, |f|).
@@ -288,6 +289,8 @@ def theta_update_newton_batched(
     f = value(everyone, theta)
     active = everyone
     tols = np.broadcast_to(tol, (n_mach,)).copy()  # one per machine
+    final_norm = np.zeros(n_mach)  # of the machines that stopped on their tolerance
+    measured = np.zeros(n_mach, dtype=bool)
     for iteration in range(max_iter):
         if active.size == 0:
             break
@@ -301,6 +304,7 @@ def theta_update_newton_batched(
         if iteration == 0:
             tols = np.maximum(tols, relative * norm)
         going = ~(norm <= tols[active])
+        final_norm[active[~going]], measured[active[~going]] = norm[~going], True
         active, grad, margin, th = active[going], grad[going], margin[going], th[going]
         norm = norm[going]
         if active.size == 0:
@@ -352,7 +356,12 @@ def theta_update_newton_batched(
         theta[active], f[active] = cand, f_cand
         if again.size:
             active = np.sort(np.concatenate([active, again]))
-    return theta
+    rest = np.flatnonzero(~measured)  # a final Newton step, or max_iter: measured now
+    if rest.size:
+        final_norm[rest] = np.linalg.norm(
+            _theta_gradient(data, rest, center[rest], rho[rest], theta[rest]), axis=1
+        )
+    return theta, final_norm
 
 
 def theta_gradient_batched(
@@ -360,10 +369,21 @@ def theta_gradient_batched(
 ) -> np.ndarray:
     """Every machine's gradient of its theta step's objective at theta (rows), as
     :func:`dpnet.decentralized.steps.theta_gradient` (padded rows have zero features)."""
-    margin = data.y * _matvec(data.X, theta)
-    return _matvec(data.XT, data.inv_n * data.y * data.loss.derivative(margin)) + rho[:, None] * (
-        theta - center
-    )
+    return _theta_gradient(data, slice(None), center, rho, theta)
+
+
+def _theta_gradient(
+    data: StackedShards,
+    idx: np.ndarray | slice,
+    center: np.ndarray,
+    rho: np.ndarray,
+    theta: np.ndarray,
+) -> np.ndarray:
+    """:func:`theta_gradient_batched` of the machines ``idx`` (center, rho, theta: theirs)."""
+    y = data.y[idx]
+    margin = y * _matvec(data.X[idx], theta)
+    loss_grad = _matvec(data.XT[idx], data.inv_n * y * data.loss.derivative(margin))
+    return loss_grad + rho[:, None] * (theta - center)
 
 
 def private_thetas_batched(
@@ -380,7 +400,7 @@ def private_thetas_batched(
     tol = noise.solve_tol(data.n_total, lipschitz)
     theta = theta_prev
     for _ in range(CERTIFY_ATTEMPTS):
-        theta = theta_update_newton_batched(data, center, rho, theta, tol=tol)
+        theta, _ = theta_update_newton_batched(data, center, rho, theta, tol=tol)
         unsolved = np.linalg.norm(theta_gradient_batched(data, center, rho, theta), axis=1) > tol
         if not unsolved.any():
             break
@@ -490,11 +510,14 @@ def run_batched(
             if a != 1.0:
                 z_edge = a * z_edge + (1.0 - a) * theta[edges.col]
             center = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
+            theta_error: np.ndarray | float = 0.0  # the certified private step reports none
             if config.record is None:
                 solve_to = (
                     {"relative": config.theta_rtol} if theta_tol is None else {"tol": theta_tol}
                 )
-                theta = theta_update_newton_batched(data, center, rho, theta, kept=kept, **solve_to)
+                theta, theta_error = theta_update_newton_batched(
+                    data, center, rho, theta, kept=kept, **solve_to
+                )
             else:
                 theta = private_thetas_batched(config.record, data, center, rho, theta, t)
             V = V + c * (z_edge - theta[edges.col])  # a new array: ``warm`` keeps the last
@@ -508,7 +531,7 @@ def run_batched(
             pending[t] = np.array(
                 [
                     objective.sum(),
-                    cast(np.ndarray, scaled_residual(primal, dual, c, norm)).max(),
+                    cast(np.ndarray, scaled_residual(primal, dual, c, norm, theta_error)).max(),
                     primal.max(),
                     dual.max(),
                     norm.max(),
