@@ -38,13 +38,12 @@ from dpnet.network.topology import (
     build_topology,
     validate_topology,
 )
-from dpnet.penalties.group import group_penalty, groups_from_labels
+from dpnet.penalties.group import groups_from_labels, objective_penalty, selected_groups
 from dpnet.privacy.binary_rr import epsilon_from_keep_prob, keep_prob_from_epsilon
 from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
 _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
-SELECT_RTOL = 1e-6
 
 
 ESTIMATOR_BACKENDS = ("auto", "simulated", "threads")
@@ -293,13 +292,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         grp_ptr, grp_indices = groups_from_labels(group_labels)
         self.objective_ = float(
             sum(r.result.local_objective for r in releases)
-            + 0.5 * self.lam * group_penalty(self.coef_, grp_ptr, grp_indices, weights)
+            + objective_penalty(self.lam, self.coef_, grp_ptr, grp_indices, weights)
         )
-        norms = np.array(
-            [np.linalg.norm(self.coef_[group_labels == g]) for g in range(len(weights))]
-        )
-        scale = max(1.0, float(np.linalg.norm(self.coef_)))
-        self.selected_groups_ = np.flatnonzero(norms > SELECT_RTOL * scale)
+        self.selected_groups_ = selected_groups(self.coef_, grp_ptr, grp_indices)
         traffic = [r.result.traffic for r in releases]
         self.traffic_ = {
             "bytes_per_message": sum(t["bytes_sent"] for t in traffic)

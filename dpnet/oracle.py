@@ -19,7 +19,7 @@ import numpy as np
 from dpnet.config import RunConfig
 from dpnet.decentralized.machine import MachineOracle
 from dpnet.evaluation import EvaluationSet, predict_pm1
-from dpnet.penalties.group import group_penalty, groups_from_labels
+from dpnet.penalties.group import groups_from_labels, objective_penalty
 from dpnet.setup import PublicSetUp
 
 NOT_COVERED = "NOT covered by the privacy guarantee (computed from raw labels)"
@@ -43,7 +43,7 @@ def build_oracle_report(
 ) -> dict[str, Any]:
     """The oracle file's content: each field with its meaning and the privacy caveat."""
     grp_ptr, grp_indices = groups_from_labels(public.group_labels)
-    penalty = 0.5 * config.lam * group_penalty(coef, grp_ptr, grp_indices, public.group_weights)
+    penalty = objective_penalty(config.lam, coef, grp_ptr, grp_indices, public.group_weights)
     fields = {
         "objective_on_true_labels": _field(
             float(sum(o.loss_true_labels for o in oracles) + penalty),

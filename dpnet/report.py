@@ -34,14 +34,13 @@ from dpnet.decentralized.machine import (
 )
 from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
-from dpnet.penalties.group import group_norms, group_penalty, groups_from_labels
+from dpnet.penalties.group import groups_from_labels, objective_penalty, selected_groups
 from dpnet.provenance import run_provenance
 from dpnet.setup import PublicSetUp
 
 if TYPE_CHECKING:  # rank 0 imports the accounting when it builds the report
     from dpnet.privacy.ledger import PrivacyLedger
 
-SELECT_RTOL = 1e-6
 STOP_WARNINGS = {
     "non-finite": "an iterate or objective became NaN or inf: the run stopped at once and the "
     "coefficients are not an estimate (scale the data or check --lam / --c)",
@@ -238,10 +237,8 @@ def build_report(
     theta_all = np.stack([r.theta for r in results])
     coef, intercept = consensus_model(releases)
     grp_ptr, grp_indices = groups_from_labels(public.group_labels)
-    # a group counts as selected above a relative 1e-6: ADMM zeros are exact only in the limit
-    norms = group_norms(coef, grp_ptr, grp_indices)
-    selected = np.flatnonzero(norms > SELECT_RTOL * max(1.0, float(np.linalg.norm(coef))))
-    penalty = 0.5 * lam * group_penalty(coef, grp_ptr, grp_indices, public.group_weights)
+    selected = selected_groups(coef, grp_ptr, grp_indices)
+    penalty = objective_penalty(lam, coef, grp_ptr, grp_indices, public.group_weights)
     record = config.privacy == "record"
     noisy_objective = None if record else float(sum(r.local_objective for r in results) + penalty)
     accuracy, count_event = None, None

@@ -36,6 +36,28 @@ def group_penalty(
     return float(weights @ group_norms(beta, grp_ptr, grp_indices))
 
 
+SELECT_RTOL = 1e-6
+"""A group counts as selected when its norm exceeds SELECT_RTOL max(1, ||beta||): ADMM's zeros
+are exact only in the limit."""
+
+
+def objective_penalty(
+    lam: float,
+    beta: np.ndarray,
+    grp_ptr: np.ndarray,
+    grp_indices: np.ndarray,
+    weights: np.ndarray,
+) -> float:
+    """The objective's group-lasso term (lam/2) sum_g w_g ||beta_g||_2 (paper 3, model (1))."""
+    return 0.5 * lam * group_penalty(beta, grp_ptr, grp_indices, weights)
+
+
+def selected_groups(beta: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray) -> np.ndarray:
+    """The groups (in ``grp_ptr``'s order) with norm > :data:`SELECT_RTOL` max(1, ||beta||)."""
+    norms = group_norms(beta, grp_ptr, grp_indices)
+    return np.flatnonzero(norms > SELECT_RTOL * max(1.0, float(np.linalg.norm(beta))))
+
+
 def block_soft_threshold(
     u: np.ndarray, thresholds: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray
 ) -> np.ndarray:
