@@ -16,7 +16,7 @@ from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
 from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
-from dpnet.privacy.binary_rr import keep_prob_from_epsilon
+from dpnet.privacy.binary_rr import epsilon_from_keep_prob, keep_prob_from_epsilon
 from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
 
@@ -350,8 +350,8 @@ class RunConfig:
 
     @property
     def label_epsilon(self) -> float:
-        p = self.keep_probability
-        return math.inf if p == 1.0 else math.log(p / (1.0 - p))
+        """What randomized response with :attr:`keep_probability` spends (inf at p = 1)."""
+        return epsilon_from_keep_prob(self.keep_probability)
 
     def validate(self) -> RunConfig:
         """Return ``self`` or raise ConfigError naming the first invalid option (one line)."""
