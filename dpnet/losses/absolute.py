@@ -13,11 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 
-def absolute_loss(t: np.ndarray) -> np.ndarray:
-    """Elementwise |t|."""
-    return np.abs(t)
-
-
 def log_smoothed_abs(t: np.ndarray, e: float) -> np.ndarray:
     """Elementwise phi_e(t) = |t| - e log(e + |t|)."""
     a = np.abs(t)

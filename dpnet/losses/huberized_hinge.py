@@ -60,10 +60,3 @@ def huberized_hinge_gradient(
     """Gradient of :func:`huberized_hinge_objective` in coef."""
     s = 1.0 / len(y) if scale is None else scale
     return X.T @ (s * y * huberized_hinge_dloss(y * (X @ coef), h))
-
-
-def huberized_hinge_per_example_gradients(
-    X: np.ndarray, y: np.ndarray, coef: np.ndarray, h: float = 0.5
-) -> np.ndarray:
-    """Rows are grad_w l(y_i x_i^T w) = y_i l'(y_i x_i^T w) x_i, shape (n, p)."""
-    return (y * huberized_hinge_dloss(y * (X @ coef), h))[:, None] * X

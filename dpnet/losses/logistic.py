@@ -32,36 +32,3 @@ def logistic_derivatives(margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sigmoid (a Newton iteration needs both)."""
     s = expit(-margin)
     return s, s * (1.0 - s)
-
-
-def logistic_objective(
-    X: np.ndarray,
-    y: np.ndarray,
-    coef: np.ndarray,
-    intercept: float = 0.0,
-    scale: float | None = None,
-) -> float:
-    """sum_i log(1 + exp(-y_i (x_i^T coef + b))) * scale, with scale = 1/n by default."""
-    margin = y * (X @ coef + intercept)
-    s = 1.0 / len(y) if scale is None else scale
-    return float(s * logistic_loss(margin).sum())
-
-
-def logistic_gradient(
-    X: np.ndarray,
-    y: np.ndarray,
-    coef: np.ndarray,
-    intercept: float = 0.0,
-    scale: float | None = None,
-) -> tuple[np.ndarray, float]:
-    """Gradient of :func:`logistic_objective` in (coef, intercept)."""
-    margin = y * (X @ coef + intercept)
-    s = 1.0 / len(y) if scale is None else scale
-    w = s * y * logistic_dloss(margin)
-    return X.T @ w, float(w.sum())
-
-
-def logistic_per_example_gradients(X: np.ndarray, y: np.ndarray, coef: np.ndarray) -> np.ndarray:
-    """Rows are grad_w l(x_i^T w, y_i) = -y_i sigma(-y_i x_i^T w) x_i, shape (n, p)."""
-    margin = y * (X @ coef)
-    return (y * logistic_dloss(margin))[:, None] * X

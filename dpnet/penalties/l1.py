@@ -8,8 +8,3 @@ import numpy as np
 def soft_threshold(x: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
     """prox of threshold*||.||_1: sign(x) max(|x| - threshold, 0)."""
     return np.sign(x) * np.maximum(np.abs(x) - threshold, 0.0)
-
-
-def l1_value(x: np.ndarray, lam: float) -> float:
-    """lam * ||x||_1."""
-    return float(lam * np.abs(x).sum())
