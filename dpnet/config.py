@@ -16,7 +16,11 @@ from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
 from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
-from dpnet.privacy.binary_rr import epsilon_from_keep_prob, keep_prob_from_epsilon
+from dpnet.privacy.binary_rr import (
+    MAX_FINITE_EPSILON,
+    epsilon_from_keep_prob,
+    keep_prob_from_epsilon,
+)
 from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
 
@@ -540,8 +544,6 @@ BASELINES = ("median", "rdp-admm")
 MAX_MACHINES = 100_000
 MAX_PEER_TIMEOUT = 86_400.0  # a day: beyond, a hung job would look alive for ever
 MAX_ROWS = 10**8  # synthetic rows: beyond this the data would not fit in memory
-# from about 36.74 on, e^eps / (1 + e^eps) rounds to 1 in float64: no label would be flipped
-MAX_FINITE_EPSILON = 36.7
 
 
 class _Parser(argparse.ArgumentParser):

@@ -410,3 +410,14 @@ def test_smoothing_makes_the_release_a_post_processed_continuous_gaussian() -> N
     for r, close in ((discrete.SMOOTHING, True), (0.25, False)):
         ratio = _smoothed_pmf(tau, r, y) / _discrete_gaussian_pmf(math.hypot(tau, r), y)
         assert bool(np.max(np.abs(ratio - 1)) < 1e-12) is close
+
+
+def test_the_largest_finite_label_budget_still_flips() -> None:
+    """MAX_FINITE_EPSILON (the CLI's refusal threshold) keeps p below 1; a little past it,
+    where e^eps / (1 + e^eps) rounds to 1, the budget is refused."""
+    from dpnet.errors import PrivacyError
+    from dpnet.privacy.binary_rr import MAX_FINITE_EPSILON, keep_prob_from_epsilon
+
+    assert keep_prob_from_epsilon(MAX_FINITE_EPSILON) < 1.0
+    with pytest.raises(PrivacyError, match="rounds to 1"):
+        keep_prob_from_epsilon(36.74)

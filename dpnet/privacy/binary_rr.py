@@ -16,13 +16,18 @@ from scipy import special
 from dpnet.errors import PrivacyError
 from dpnet.privacy.checks import check_rng, positive
 
+MAX_FINITE_EPSILON = 36.7
+"""The largest label budget (to three digits) that still flips labels: from eps = 36.7368...
+on, e^eps / (1 + e^eps) rounds to 1 in float64 and no label would ever be flipped."""
+
 
 def keep_prob_from_epsilon(epsilon: float) -> float:
     """The keep probability of binary RR with budget epsilon: the double nearest below
     e^eps / (1 + e^eps) whose own budget ln(p / (1 - p)) does not exceed epsilon.
 
     Rounding to the nearest double can raise the budget: at eps = 30, 1 - p is 9.4e-14 and
-    its rounding moves ln(p/(1-p)) by 1e-3 (30.001 > 30). p = 1 (eps >= 36.8) is refused.
+    its rounding moves ln(p/(1-p)) by 1e-3 (30.001 > 30). p = 1 (eps past
+    :data:`MAX_FINITE_EPSILON`) is refused.
     """
     eps = positive("epsilon", epsilon)
     p = float(special.expit(eps))
