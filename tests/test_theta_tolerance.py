@@ -189,3 +189,21 @@ def test_steps_as_loose_as_the_residuals_do_not_stop_at_zero(backend: str) -> No
     assert reason == "converged"
     assert abs(f_loose - f_exact) <= 1e-9 * f_exact
     assert abs(f_loose - math.log(2)) > 1e-3  # not the objective at theta = 0
+
+
+def test_one_machines_floats_and_arrays_over_machines_give_the_same_statistics() -> None:
+    """scaled_residual and theta_tolerance take a fast path for one machine's floats (the
+    round loop) and arrays for all machines (the simulator): the same values, NaN included."""
+    rng = np.random.default_rng(5)
+    values = np.concatenate([10.0 ** rng.uniform(-14, 2, (200, 4)), np.full((3, 4), 1.0)])
+    values[-3, 0] = values[-2, 1] = values[-1, 3] = math.nan
+    for c in (0.01, 0.5, 3.0, 1e10):
+        for primal, dual, norm, error in values:
+            one = scaled_residual(float(primal), float(dual), c, float(norm), float(error))
+            many = scaled_residual(
+                np.array([primal]), np.array([dual]), c, np.array([norm]), np.array([error])
+            )
+            assert one == many[0] or (math.isnan(one) and math.isnan(many[0]))
+            tol_one = theta_tolerance(0.1, c, float(primal), float(dual))
+            tol_many = theta_tolerance(0.1, c, np.array([primal]), np.array([dual]))[0]
+            assert tol_one == tol_many or (math.isnan(tol_one) and math.isnan(tol_many))

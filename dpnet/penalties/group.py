@@ -61,10 +61,17 @@ def selected_groups(beta: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarr
 def block_soft_threshold(
     u: np.ndarray, thresholds: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray
 ) -> np.ndarray:
-    """prox of sum_g t_g ||.||_2 at u: each block scaled by max(0, 1 - t_g/||u_g||)."""
+    """prox of sum_g t_g ||.||_2 at u: each block scaled by max(0, 1 - t_g/||u_g||)
+    (by 1 where t_g = 0; the division is by max(||u_g||, t_g), so a block at or below its
+    threshold gets exactly 0)."""
     norms = group_norms(u, grp_ptr, grp_indices)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shrink = np.where(norms > thresholds, 1.0 - thresholds / norms, 0.0)
+    ratio = np.divide(
+        thresholds,
+        np.maximum(norms, thresholds),
+        out=np.zeros_like(thresholds, dtype=float),
+        where=thresholds > 0,
+    )
+    shrink = np.maximum(1.0 - ratio, 0.0)
     out = u.copy()
     out[grp_indices] = u[grp_indices] * np.repeat(shrink, np.diff(grp_ptr))
     return out
