@@ -1,0 +1,115 @@
+"""What one round of the decentralized ADMM costs beside its local solve (issue 23's goal: a
+round at 500 rows x 49 columns within 2x one Hessian-plus-solve of that shard).
+
+    python -m benchmarks.round_cost                 # 500 and 10,000 rows of paper 3's data
+    python -m benchmarks.round_cost --rows 500 2000 --repeats 9
+
+One machine (J = 1, in this process, one BLAS thread) runs the default ADMM to convergence on
+the first n rows of paper 3's Table 1 data (model III, p = 48, seed 1); its CPU time per round
+(median over --repeats runs), split by step (``timing.cpu_seconds_per_round_by_step``), is set
+against the median CPU time of one Hessian-plus-solve of the same rows: X~^T D X~ formed as a
+scaled product (D a diagonal of logistic weights) plus c I, and solved by Cholesky (LAPACK
+dposv), the work of one classical Newton iteration. Writes benchmarks/out/round_cost.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+from scipy.linalg.lapack import dposv
+from threadpoolctl import threadpool_limits
+
+from dpnet.config import parse_config
+from dpnet.decentralized.admm import ADMMConfig, MachineResult, run_machine
+from dpnet.decentralized.boundary import cross_boundary
+from dpnet.decentralized.machine import local_problem
+from dpnet.network.inprocess import run_in_process
+from dpnet.setup import prepare_problem
+
+OUT = Path(__file__).resolve().parent / "out" / "round_cost.csv"
+
+
+def hessian_and_solve(X: np.ndarray, weights: np.ndarray, rho: float, grad: np.ndarray) -> None:
+    """One Newton system of the shard: (X^T diag(weights) X + rho I) s = grad."""
+    scaled = X * np.sqrt(weights)[:, None]
+    hess = scaled.T @ scaled
+    hess.flat[:: hess.shape[0] + 1] += rho
+    dposv(hess, grad, overwrite_a=True)
+
+
+def measure(n_rows: int, repeats: int) -> dict[str, float]:
+    config = parse_config(["--n-samples", str(n_rows), "--n-test", "0", "--seed", "1"])
+    raw = prepare_problem(config, 1).shards[0]
+    shard, _ = cross_boundary(raw, 1.0, np.random.default_rng(0), "machine 0")
+    data, groups = local_problem(
+        shard, lam=config.lam, loss="logistic", keep_prob=1.0, n_machines=1
+    )
+    graph = nx.empty_graph(1)
+
+    def fit() -> MachineResult:
+        return run_in_process(
+            graph, lambda comm: run_machine(comm, data, groups, ADMMConfig(), graph)
+        )[0]
+
+    X = data.X_aug
+    weights, grad = np.full(X.shape[0], 0.2 / n_rows), np.ones(X.shape[1])
+    per_round, solves, splits = [], [], []
+    fit()  # warm caches and imports
+    for _ in range(repeats):
+        result = fit()
+        per_round.append(result.compute_cpu_seconds / result.rounds)
+        assert result.step_cpu_seconds is not None
+        splits.append({k: v / result.rounds for k, v in result.step_cpu_seconds.items()})
+        start, count = time.process_time(), max(20, 200_000 // n_rows)
+        for _ in range(count):
+            hessian_and_solve(X, weights, 0.1, grad)
+        solves.append((time.process_time() - start) / count)
+    row = {
+        "rows": n_rows,
+        "columns": X.shape[1],
+        "rounds": result.rounds,
+        "cpu_ms_per_round": float(np.median(per_round)) * 1e3,
+        "hessian_and_solve_ms": float(np.median(solves)) * 1e3,
+    }
+    row["ratio"] = row["cpu_ms_per_round"] / row["hessian_and_solve_ms"]
+    for step in splits[0]:
+        row[f"{step}_ms"] = float(np.median([s[step] for s in splits])) * 1e3
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[500, 10_000])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    rows = []
+    with threadpool_limits(limits=1):
+        for n_rows in args.rows:
+            row = measure(n_rows, args.repeats)
+            rows.append(row)
+            steps = ", ".join(
+                f"{k.removesuffix('_ms').replace('_', ' ')} {v:.4f}"
+                for k, v in row.items()
+                if k.endswith("_ms") and k != "hessian_and_solve_ms"
+            )
+            print(
+                f"{n_rows} x {row['columns']}: {row['rounds']} rounds, "
+                f"{row['cpu_ms_per_round']:.4f} ms CPU per round = {row['ratio']:.2f} x one "
+                f"Hessian-plus-solve ({row['hessian_and_solve_ms']:.4f} ms); ms per round: "
+                f"{steps}",
+                flush=True,
+            )
+    OUT.parent.mkdir(exist_ok=True)
+    with OUT.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
