@@ -175,7 +175,11 @@ class StackedShards:
 
     def loss_sum(self, idx: np.ndarray | slice, theta: np.ndarray) -> np.ndarray:
         """sum over machine j's rows of l(y x~^T theta_j), for the machines ``idx``."""
-        values = self.loss.value(self.y[idx] * _matvec(self.X[idx], theta))
+        return self.margin_loss_sum(idx, self.y[idx] * _matvec(self.X[idx], theta))
+
+    def margin_loss_sum(self, idx: np.ndarray | slice, margins: np.ndarray) -> np.ndarray:
+        """sum over machine j's rows of l(margin), for the machines ``idx`` (their margins)."""
+        values = self.loss.value(margins)
         if self.mask is not None:
             values = values * self.mask[idx]
         return values.sum(axis=1)
@@ -227,11 +231,14 @@ def z_update_batched(
 @dataclass
 class KeptMatrices:
     """Every machine's kept Newton matrix (:class:`~dpnet.decentralized.steps.ChordNewton`
-    for all machines at once): ``hess[j]`` formed with ``rho[j]``, valid where ``kept[j]``;
+    for all machines at once): ``hess[j]`` formed with ``rho[j]``, valid where ``kept[j]``,
+    and for a machine that keeps it its inverse ``inverse[j]``, so that a step on it is one
+    product (a batched solve factorized every (J, dim, dim) matrix again in every iteration);
     ``chords[j]`` False for a machine whose round loop takes plain Newton steps (a wide shard,
     n_j < p + 1: its Newton system is the Woodbury one there)."""
 
     hess: np.ndarray  # (J, dim, dim)
+    inverse: np.ndarray  # (J, dim, dim), where chords
     rho: np.ndarray  # (J,)
     kept: np.ndarray  # (J,) bool
     chords: np.ndarray  # (J,) bool
@@ -241,6 +248,7 @@ class KeptMatrices:
         n_mach, _, dim = data.X.shape
         rows = data.X.shape[1] if data.mask is None else data.mask.sum(axis=1)
         return cls(
+            np.zeros((n_mach, dim, dim)),
             np.zeros((n_mach, dim, dim)),
             np.full(n_mach, np.nan),
             np.zeros(n_mach, dtype=bool),
@@ -281,12 +289,14 @@ def theta_update_newton_batched(
     kept.kept &= kept.rho == rho
     last_norm = np.full(n_mach, np.inf)  # before the last step on a kept matrix
 
-    def value(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
+    def value(idx: np.ndarray, t: np.ndarray, margins: np.ndarray) -> np.ndarray:
         diff = t - center[idx]
-        return inv_n * data.loss_sum(idx, t) + 0.5 * rho[idx] * _rowdot(diff, diff)
+        return inv_n * data.margin_loss_sum(idx, margins) + 0.5 * rho[idx] * _rowdot(diff, diff)
 
     everyone = np.arange(n_mach)
-    f = value(everyone, theta)
+    # margins y X~ theta carried along the steps, as the round loop's (steps._descend)
+    margins = y * _matvec(X, theta)
+    f = value(everyone, theta, margins)
     active = everyone
     tols = np.broadcast_to(tol, (n_mach,)).copy()  # one per machine
     final_norm = np.zeros(n_mach)  # of the machines that stopped on their tolerance
@@ -296,7 +306,7 @@ def theta_update_newton_batched(
             break
         sel = slice(None) if active.size == n_mach else active
         th = theta[active]
-        margin = y[sel] * _matvec(X[sel], th)
+        margin = margins[sel]
         grad = _matvec(XT[sel], inv_n * y[sel] * loss.derivative(margin)) + rho[active, None] * (
             th - center[active]
         )
@@ -320,40 +330,56 @@ def theta_update_newton_batched(
             hess = np.matmul(XT[new] * weights[:, None, :], X[new])
             hess[:, diag, diag] += rho[new, None]
             kept.hess[new], kept.rho[new], kept.kept[new] = hess, rho[new], True
+            keeps = kept.chords[new]
+            if keeps.any():
+                kept.inverse[new[keeps]] = np.linalg.inv(hess[keeps])
         last_norm[new] = np.inf
         last_norm[active[~form]] = norm[~form]
-        sel = slice(None) if active.size == n_mach else active  # no copy while all are active
-        step = np.linalg.solve(kept.hess[sel], grad[:, :, None])[:, :, 0]
+        chords = kept.chords[active]
+        step = np.empty_like(grad)
+        if chords.all():  # no copy while all are active
+            sel = slice(None) if active.size == n_mach else active
+            step[:] = np.matmul(kept.inverse[sel], grad[:, :, None])[:, :, 0]
+        else:
+            on, off = active[chords], active[~chords]
+            step[chords] = np.matmul(kept.inverse[on], grad[chords, :, None])[:, :, 0]
+            step[~chords] = np.linalg.solve(kept.hess[off], grad[~chords, :, None])[:, :, 0]
         slope = _rowdot(grad, step)
+        sel = slice(None) if active.size == n_mach else active
+        moved = y[sel] * _matvec(X[sel], step)
         f_act = f[active]
         flat = slope <= FLAT_SLOPE * _py_max(np.abs(f_act), 1.0)
         theta[active[flat]] = th[flat] - step[flat]
+        margins[active[flat]] = margin[flat] - moved[flat]
         again = active[flat & ~form]  # a full step on a kept matrix: the gradient decides
-        f[again] = value(again, theta[again])
+        f[again] = value(again, theta[again], margins[again])
         keep = ~flat
-        active, th, step, slope, f_act = (
+        active, th, step, slope, f_act, margin, moved = (
             active[keep],
             th[keep],
             step[keep],
             slope[keep],
             f_act[keep],
+            margin[keep],
+            moved[keep],
         )
         # Armijo backtracking, every machine with its own t
         t = np.ones(active.size)
-        cand = np.empty_like(th)
+        cand, cand_margin = np.empty_like(th), np.empty_like(margin)
         f_cand = np.empty(active.size)
         searching = np.arange(active.size)
         while searching.size:
             trial = th[searching] - t[searching, None] * step[searching]
-            f_trial = value(active[searching], trial)
+            trial_margin = margin[searching] - t[searching, None] * moved[searching]
+            f_trial = value(active[searching], trial, trial_margin)
             ok = (
                 f_trial <= f_act[searching] - ARMIJO_FRACTION * t[searching] * slope[searching]
             ) | (t[searching] < SMALLEST_STEP)
             done = searching[ok]
-            cand[done], f_cand[done] = trial[ok], f_trial[ok]
+            cand[done], cand_margin[done], f_cand[done] = trial[ok], trial_margin[ok], f_trial[ok]
             searching = searching[~ok]
             t[searching] *= 0.5
-        theta[active], f[active] = cand, f_cand
+        theta[active], margins[active], f[active] = cand, cand_margin, f_cand
         if again.size:
             active = np.sort(np.concatenate([active, again]))
     rest = np.flatnonzero(~measured)  # a final Newton step, or max_iter: measured now
