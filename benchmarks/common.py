@@ -1,7 +1,8 @@
 """Shared helpers of the main-job benchmarks: launching ``python -m dpnet.run``, the skglm
 reference optimum F*, relative objective gaps, CSV output.
 
-Imported as ``common`` by the scripts in this folder (``python benchmarks/<script>.py``).
+Imported as ``benchmarks.common`` by the scripts of this package, which run from the repository
+root as ``python -m benchmarks.<script>``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from tests.reference import group_logistic_objective, group_logistic_optimum
+
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "benchmarks" / "out"
-sys.path.insert(0, str(REPO / "tests"))
-from reference import group_logistic_objective, group_logistic_optimum  # noqa: E402
-
 DATA_DIR = Path(os.environ.get("DPNET_DATA_DIR", REPO.parent / "shared" / "data"))
 MEMSET_PATH = DATA_DIR / "memset" / "memset_donor_7mer.csv.gz"
 EPS_GRID = (0.1, 0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.5, 1.7, 1.9)

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import EPS_GRID, MEMSET_PATH, OUT_DIR, write_csv
 
+from benchmarks.common import EPS_GRID, MEMSET_PATH, OUT_DIR, write_csv
 from dpnet.data.dataset import GroupData
 from dpnet.data.loaders import load_memset
 from dpnet.data.partition import split_rows

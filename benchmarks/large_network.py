@@ -24,8 +24,8 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-from common import OUT_DIR, group_logistic_objective, group_logistic_optimum, write_csv
 
+from benchmarks.common import OUT_DIR, write_csv
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import ADMMConfig
@@ -33,6 +33,7 @@ from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
+from tests.reference import group_logistic_objective, group_logistic_optimum
 
 GAP = 1e-6
 STOP_GAP = 1e-8  # end a run early once the gap is 100x below GAP

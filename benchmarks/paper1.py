@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import median_regression
 import numpy as np
-from common import (
+
+from benchmarks import median_regression
+from benchmarks.common import (
     NOT_TESTABLE,
     OUT_DIR,
     REPO,
@@ -34,7 +35,6 @@ from common import (
     verdict_of,
     write_report,
 )
-
 from dpnet.baselines.median import PAPER_PARAMS, simulate_median_data
 from dpnet.baselines.median.algorithms import irls_fit
 from dpnet.privacy.clipping import clip_values

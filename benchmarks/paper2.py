@@ -17,20 +17,23 @@ from __future__ import annotations
 
 import os
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+# One BLAS/OpenMP thread unless the caller says otherwise: set before numpy loads its pools.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
 
-import numpy as np  # noqa: E402
-import rdp_admm_experiments as rdp  # noqa: E402
-from common import (  # noqa: E402
+import numpy as np
+
+from benchmarks import rdp_admm_experiments as rdp
+from benchmarks.common import (
     NOT_TESTABLE,
     OUT_DIR,
     REPO,

@@ -19,9 +19,8 @@ import argparse
 import time
 from typing import Any
 
-from common import OUT_DIR, write_csv
-from large_network import one_run
-
+from benchmarks.common import OUT_DIR, write_csv
+from benchmarks.large_network import one_run
 from dpnet.network.topology import build_topology
 
 NO_WAIT = 1000  # adapt_unseen above adapt_max: the wait never binds

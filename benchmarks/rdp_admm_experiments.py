@@ -26,17 +26,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from scipy.optimize import minimize
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy.optimize import minimize  # noqa: E402
-
-from dpnet.baselines.rdp_admm import COVERAGE_KS, make_estimators  # noqa: E402
-from dpnet.baselines.rdp_admm.common import get_loss, objective  # noqa: E402
-from dpnet.baselines.rdp_admm.data import coverage, make_synthetic  # noqa: E402
-from dpnet.data.loaders import load_adult, load_ipums, scale_rows  # noqa: E402
+from dpnet.baselines.rdp_admm import COVERAGE_KS, make_estimators
+from dpnet.baselines.rdp_admm.common import get_loss, objective
+from dpnet.baselines.rdp_admm.data import coverage, make_synthetic
+from dpnet.data.loaders import load_adult, load_ipums, scale_rows
 
 DELTA = 1e-8
 LAMBDAS = (1e-4, 1e-3)
@@ -225,6 +221,11 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def plot(summary: list[dict], out: Path, mode: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     combos = sorted({(s["dataset"], s["loss"]) for s in summary})
     for ds, loss in combos:
         synthetic = ds == "synthetic"

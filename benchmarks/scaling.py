@@ -23,8 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, reference_value, relative_gaps, rounds_to_gap, run_job, write_csv
 
+from benchmarks.common import (
+    OUT_DIR,
+    reference_value,
+    relative_gaps,
+    rounds_to_gap,
+    run_job,
+    write_csv,
+)
 from dpnet.config import parse_config
 from dpnet.setup import prepare_problem
 

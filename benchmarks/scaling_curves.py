@@ -26,8 +26,9 @@ import math
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, rounds_to_gap, run_job, write_csv
-from scaling import f_star
+
+from benchmarks.common import OUT_DIR, rounds_to_gap, run_job, write_csv
+from benchmarks.scaling import f_star
 
 
 def job_argv(n: int, seed: int) -> list[str]:

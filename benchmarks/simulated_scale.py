@@ -28,8 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from common import OUT_DIR, reference_value, rounds_to_gap, thread_env, write_csv
-
+from benchmarks.common import OUT_DIR, reference_value, rounds_to_gap, thread_env, write_csv
 from dpnet.config import parse_config
 from dpnet.setup import prepare_problem
 

@@ -30,9 +30,9 @@ import warnings
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, rounds_to_gap, run_job, write_csv
 from threadpoolctl import threadpool_limits
 
+from benchmarks.common import OUT_DIR, rounds_to_gap, run_job, write_csv
 from dpnet.config import parse_config
 from dpnet.setup import prepare_problem
 

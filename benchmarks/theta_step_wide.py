@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, reference_value, run_job, write_csv
 from threadpoolctl import threadpool_limits
 
+from benchmarks.common import OUT_DIR, reference_value, run_job, write_csv
 from dpnet.decentralized import admm, steps
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology

@@ -19,10 +19,10 @@ import time
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, write_csv
-from large_network import GAP, LAM, MACHINES, N_GROUPS, TOPOLOGIES, one_run, plot
-from speed_vs_skglm import SKGLM_TOLS, skglm_times
 
+from benchmarks.common import OUT_DIR, write_csv
+from benchmarks.large_network import GAP, LAM, MACHINES, N_GROUPS, TOPOLOGIES, one_run, plot
+from benchmarks.speed_vs_skglm import SKGLM_TOLS, skglm_times
 from dpnet.data.synthetic import make_group_logistic
 
 
