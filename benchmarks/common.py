@@ -21,8 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from tests.reference import group_logistic_objective, group_logistic_optimum
-
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "benchmarks" / "out"
 DATA_DIR = Path(os.environ.get("DPNET_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -89,6 +87,10 @@ def run_job(
 
 def reference_value(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float) -> float:
     """F* = F(theta*) with theta* from skglm's GroupProxNewton (tests/reference.py)."""
+    # imported here: skglm takes seconds to import, and the median and RDP-ADMM benchmarks
+    # use this module without it
+    from tests.reference import group_logistic_objective, group_logistic_optimum
+
     theta = group_logistic_optimum(X, y, groups, lam)
     return group_logistic_objective(X, y, groups, lam, theta)
 
@@ -100,14 +102,19 @@ def relative_gaps(history: list[dict[str, Any]], f_star: float) -> tuple[np.ndar
     return rounds, np.abs(values - f_star) / abs(f_star)
 
 
-def rounds_to_gap(history: list[dict[str, Any]], f_star: float, rel: float) -> int | None:
-    """First round from which the relative gap stays <= ``rel`` for the rest of the history
-    (None if it never does)."""
-    rounds, gaps = relative_gaps(history, f_star)
-    above = np.flatnonzero(gaps > rel)
+def first_round_within(rounds: np.ndarray, gaps: np.ndarray, rel: float) -> int | None:
+    """First of ``rounds`` from which ``gaps`` stay <= ``rel`` to the end (None if the last
+    gap is above ``rel``, or NaN, or there are no rounds)."""
+    above = np.flatnonzero(~(np.asarray(gaps) <= rel))
     if len(rounds) == 0 or (len(above) and above[-1] == len(rounds) - 1):
         return None
     return int(rounds[above[-1] + 1]) if len(above) else int(rounds[0])
+
+
+def rounds_to_gap(history: list[dict[str, Any]], f_star: float, rel: float) -> int | None:
+    """First round from which the relative gap stays <= ``rel`` for the rest of a results
+    file's history (None if it never does)."""
+    return first_round_within(*relative_gaps(history, f_star), rel)
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from benchmarks.common import OUT_DIR, write_csv
+from benchmarks.common import OUT_DIR, first_round_within, write_csv
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import ADMMConfig
@@ -41,14 +41,6 @@ LAM = 0.1
 N_GROUPS = 16
 TOPOLOGIES = ("ring", "grid", "erdos-renyi", "small-world", "random-regular")
 MACHINES = (16, 64, 256, 1000)
-
-
-def rounds_to_gap(rounds: np.ndarray, gaps: np.ndarray, rel: float) -> int | None:
-    """First round from which the gap stays <= rel to the end of the run (None if never)."""
-    above = np.flatnonzero(~(gaps <= rel))
-    if len(rounds) == 0 or (len(above) and above[-1] == len(rounds) - 1):
-        return None
-    return int(rounds[above[-1] + 1]) if len(above) else int(rounds[0])
 
 
 def one_run(
@@ -103,7 +95,7 @@ def one_run(
         "algebraic_connectivity": float(
             nx.algebraic_connectivity(graph, method="tracemin_lu", seed=0)
         ),
-        "rounds_to_gap": rounds_to_gap(hist_rounds, gaps, GAP),
+        "rounds_to_gap": first_round_within(hist_rounds, gaps, GAP),
         "rounds": result.rounds,
         "stop_reason": result.stop_reason,
         "final_rel_gap": abs(final - f_star) / abs(f_star),

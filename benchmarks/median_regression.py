@@ -17,13 +17,13 @@ noise: the same output distribution at a fraction of the CPU.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import write_csv
 from dpnet.baselines.median import PAPER_PARAMS, TRUE_THETA, DPMedianRegressor, simulate_median_data
 from dpnet.baselines.median.algorithms import CERT_SLACK, irls_fit
 from dpnet.baselines.median.numerics import exact_lad
@@ -168,10 +168,7 @@ def run(
 
 def _write(rows: list[dict], timings: list[dict], out_dir: Path, mode: str) -> None:
     base = out_dir / f"median_regression_{mode}"
-    with open(base.with_suffix(".csv"), "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, base.with_suffix(".csv"))
     lines = [
         "| n | eps | method | mu | beta1 | beta2 | beta3 | L2 err vs exact | max err |",
         "|---|---|---|---|---|---|---|---|---|",

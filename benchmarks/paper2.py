@@ -43,6 +43,7 @@ from benchmarks.common import (
     md_table,
     resolve_data_dir,
     verdict_of,
+    write_csv,
     write_report,
 )
 
@@ -369,8 +370,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = rdp.run(cfg, args.ipums, args.seed, data)
     summary = rdp.summarise(rows)
-    rdp.write_csv(args.out / f"rdp_admm_runs_{args.mode}.csv", rows)
-    rdp.write_csv(args.out / f"rdp_admm_summary_{args.mode}.csv", summary)
+    write_csv(rows, args.out / f"rdp_admm_runs_{args.mode}.csv")
+    write_csv(summary, args.out / f"rdp_admm_summary_{args.mode}.csv")
     rdp.plot(summary, args.out, args.mode)
     claims = claims_of(summary)
     out_rel = args.out.relative_to(REPO) if args.out.is_relative_to(REPO) else args.out

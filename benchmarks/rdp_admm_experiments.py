@@ -19,9 +19,7 @@ set and loss; prints the tables and the paired ssADMM - DP-SGD differences.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
-import os
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -29,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
+from benchmarks.common import DATA_DIR, write_csv
 from dpnet.baselines.rdp_admm import COVERAGE_KS, make_estimators
 from dpnet.baselines.rdp_admm.common import get_loss, objective
 from dpnet.baselines.rdp_admm.data import coverage, make_synthetic
@@ -65,8 +64,9 @@ MODES = {
 
 
 def data_dir() -> Path:
-    env = os.environ.get("DPNET_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    """The default data folder (benchmarks.common.DATA_DIR: $DPNET_DATA_DIR, else
+    ../shared/data next to the repository)."""
+    return DATA_DIR
 
 
 def nonprivate_optimum(loss_name: str, X: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
@@ -212,14 +212,6 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in rows[0], k))
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def plot(summary: list[dict], out: Path, mode: str) -> None:
     import matplotlib
 
@@ -362,8 +354,8 @@ def main() -> None:
     start = time.time()
     rows = run(cfg, args.ipums, args.seed)
     summary = summarise(rows)
-    write_csv(args.out / f"rdp_admm_runs_{args.mode}.csv", rows)
-    write_csv(args.out / f"rdp_admm_summary_{args.mode}.csv", summary)
+    write_csv(rows, args.out / f"rdp_admm_runs_{args.mode}.csv")
+    write_csv(summary, args.out / f"rdp_admm_summary_{args.mode}.csv")
     plot(summary, args.out, args.mode)
     report(summary, rows)
     print(f"\n{len(rows)} rows in {time.time() - start:.0f} s; outputs in {args.out}")
