@@ -11,6 +11,7 @@ import csv
 import json
 import os
 import resource
+import shlex
 import signal
 import subprocess
 import sys
@@ -128,11 +129,32 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
 
 # ---- one-command paper reports (benchmarks/paper1.py, paper2.py, paper3.py) ----------------
 
+
+def shown_path(path: Path) -> str:
+    """``path`` as a committed report shows it: relative to the repository root, or only its
+    name when it lies outside (a report must not carry the paths of the machine it ran on)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
+
+
+def report_command(module: str) -> str:
+    """This run's command line as its report shows it: ``nice -n 10 python -m
+    benchmarks.<module>`` and the arguments given, absolute paths among them made relative to
+    the repository root (where the command runs)."""
+    args = []
+    for arg in sys.argv[1:]:
+        name, eq, value = arg.rpartition("=") if arg.startswith("--") else ("", "", arg)
+        if os.path.isabs(value):
+            value = os.path.relpath(value, REPO)
+        args.append(shlex.quote(name + eq + value))
+    return " ".join(["nice -n 10 python -m", f"benchmarks.{module}", *args])
+
+
 REPRODUCED, CONTRADICTED, NOT_TESTABLE = "reproduced", "contradicted", "not testable"
 
 
 def add_data_dir_argument(parser: Any) -> None:
-    """``--data-dir``: the folder holding adult/, memset/ (see /work/shared/data/README.md)."""
+    """``--data-dir``: the folder holding adult/, memset/ (see the README.md in it)."""
     parser.add_argument(
         "--data-dir",
         type=Path,

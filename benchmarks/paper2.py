@@ -24,8 +24,6 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse
 import math
-import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,9 @@ from benchmarks.common import (
     claim,
     machine_description,
     md_table,
+    report_command,
     resolve_data_dir,
+    shown_path,
     verdict_of,
     write_csv,
     write_report,
@@ -56,7 +56,7 @@ MODES = {
 
 HEADER = """
 Paper: "Rényi differentially private ADMM for non-smooth regularized optimization" (Chen & Lee,
-arXiv 1909.08180; text in /work/shared/papers/002_*.txt). Its figures (accuracy and objective
+arXiv 1909.08180; text in ../shared/papers/002_*.txt). Its figures (accuracy and objective
 against epsilon on Adult and IPUMS-BR, Figs. 1-2; synthetic accuracy and feature coverage,
 Figs. 3-4) were lost in the extraction: no plotted number is recoverable, so the claims are
 tested against the paper's wording. Surviving numbers: Adult n = 48,842, p = 124, majority
@@ -374,12 +374,12 @@ def main() -> None:
     write_csv(summary, args.out / f"rdp_admm_summary_{args.mode}.csv")
     rdp.plot(summary, args.out, args.mode)
     claims = claims_of(summary)
-    out_rel = args.out.relative_to(REPO) if args.out.is_relative_to(REPO) else args.out
+    out_shown = shown_path(args.out)
     sections = tables(summary) + [
         (
             "Outputs and modes",
             f"""
-Figures `{out_rel}/rdp_admm_<data>_<loss>_{args.mode}.png` (accuracy, objective and coverage
+Figures `{out_shown}/rdp_admm_<data>_<loss>_{args.mode}.png` (accuracy, objective and coverage
 against epsilon), per-fit and summary CSVs next to them (not committed). Quick mode: epsilon in
 {{0.1, 0.5, 1}}, 3-fold cross-validation, 1 repeat, one synthetic set of 10,000 rows, both losses
 on Adult. Full mode: epsilon 0.1, 0.2, ..., 1, 10 folds x 10 repeats, ten synthetic sets of
@@ -388,9 +388,7 @@ independent (training sets overlap), so they are somewhat optimistic.
 """,
         )
     ]
-    command = "nice -n 10 python benchmarks/paper2.py " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:]
-    )
+    command = report_command("paper2")
     write_report(
         args.doc,
         title="Paper 2: Rényi differentially private ADMM",

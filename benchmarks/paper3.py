@@ -26,8 +26,6 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse
 import math
-import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -47,8 +45,10 @@ from benchmarks.common import (
     machine_description,
     md_table,
     reference_value,
+    report_command,
     resolve_data_dir,
     run_job,
+    shown_path,
     verdict_of,
     write_csv,
     write_report,
@@ -96,7 +96,7 @@ MEMSET_GROUPS = 7
 
 HEADER = """
 Paper: Li Zihan & Zhang Hai, "Differentially private distributed group variable selection"
-(J. Shaanxi Normal Univ. 2024; text in /work/shared/papers/003_*.txt). The paper's Table 1
+(J. Shaanxi Normal Univ. 2024; text in ../shared/papers/003_*.txt). The paper's Table 1
 (seconds) survived the text extraction and is quoted below; the numbers behind Figs. 1-6 did not
 (figures are lost: "not recoverable"), so those claims are tested against the paper's wording.
 Section 3.1.3 (randomized response on the synthetic data, presumably Fig. 4) is a bare heading.
@@ -772,7 +772,7 @@ recession slope along the fitted direction (no minimiser; see docs/benchmarks-ma
         (
             "Outputs and modes",
             f"""
-Figure: `{png.relative_to(REPO) if png.is_relative_to(REPO) else png}` (Table 1 speed-ups,
+Figure: `{shown_path(png)}` (Table 1 speed-ups,
 Fig. 3, Fig. 5, Fig. 6); CSVs next to it (`paper3_{mode}_*.csv`). Neither is committed.
 Quick mode: n = 1e4, p = 48 only, 1 launch per J; Fig. 3 at n = 100, 200, 400, 800 with 10
 data sets; Fig. 6 with 5 repeats at tol 1e-4. Full mode (`--mode full`, hours): the paper's
@@ -861,9 +861,7 @@ def main() -> None:
         write_csv(f6_rows, Path(f"{stem}_fig6.csv"))
     png = Path(f"{stem}.png")
     plot(t1, f3, path_rows, f6, png)
-    command = "nice -n 10 python benchmarks/paper3.py " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:]
-    )
+    command = report_command("paper3")
     write_report(
         args.doc,
         title="Paper 3: decentralized group-lasso logistic ADMM with randomized response",
