@@ -1,7 +1,7 @@
 """Large networks with the batched simulator (dpnet.decentralized.batched): J up to 1,000.
 
-    nice -n 10 python benchmarks/large_network.py                      # the default grid
-    python benchmarks/large_network.py --machines 16 64 --topologies ring grid
+    nice -n 10 python -m benchmarks.large_network                      # the default grid
+    python -m benchmarks.large_network --machines 16 64 --topologies ring grid
 
 For every (topology, J): synthetic model-III data (p = 48, 16 groups), ``--rows`` rows per
 machine, privacy off; skglm's centralized optimum F* on all rows (tests/reference.py); one

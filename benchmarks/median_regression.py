@@ -4,8 +4,8 @@ y = 2 + 3 x1 - 4 x3 + Laplace(scale 2), x uniform in the unit ball of R^3, y cli
 lam = 0.002, gamma = 0.05, e = 0.05, tau = 1e-6, N = 200 (Alg. 2), l = 0.1 and N = 40 (Alg. 3);
 epsilon in {0.1, 0.5, 1, 2}. Errors are against the exact ridge-LAD fit (same lam, certified).
 
-    python benchmarks/median_regression.py --mode quick   # n = 5,000 and 50,000, 3 repetitions
-    python benchmarks/median_regression.py --mode full    # n = 5,000 and 5,000,000, 10 repetitions
+    python -m benchmarks.median_regression --mode quick   # n = 5,000 and 50,000, 3 repetitions
+    python -m benchmarks.median_regression --mode full    # n = 5,000 and 5,000,000, 10 repetitions
 
 Writes benchmarks/out/median_regression_{mode}.csv, .md and .png. Every fit in the first
 repetition of each (n, epsilon) is timed end to end through DPMedianRegressor. Later

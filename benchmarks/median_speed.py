@@ -1,7 +1,7 @@
 """Speed of the DP median-regression fits against statsmodels QuantReg on the same data.
 
-    python benchmarks/median_speed.py                  # n = 5,000,000, d = 3, 3 timings each
-    python benchmarks/median_speed.py --n 1000000 --repeats 5
+    python -m benchmarks.median_speed                  # n = 5,000,000, d = 3, 3 timings each
+    python -m benchmarks.median_speed --n 1000000 --repeats 5
 
 Prints the median time of each fit over --repeats runs and its ratio to QuantReg (timed the
 same number of times), and writes benchmarks/out/median_speed.csv. A timing on a loaded

@@ -1,8 +1,8 @@
 """Paper 1 (Chen, Miao & Tang, DP median regression) end to end: the simulation of section 4
 (Tables 1-2) with verdicts on the paper's claims, written to docs/results-paper1.md.
 
-    nice -n 10 python benchmarks/paper1.py --mode quick   # n = 5,000 and 500,000, 3 repetitions
-    nice -n 10 python benchmarks/paper1.py --mode full    # n = 5,000 and 5,000,000, 10 (as paper)
+    nice -n 10 python -m benchmarks.paper1 --mode quick   # n = 5,000 and 500,000, 3 repetitions
+    nice -n 10 python -m benchmarks.paper1 --mode full    # n = 5,000 and 5,000,000, 10 (as paper)
 
 Runs benchmarks/median_regression.py's experiment (y = 2 + 3 x1 - 4 x3 + Laplace(2), x uniform
 in the unit ball, y clipped to 10, the paper's lambda, gamma, e, tau, N, l; epsilon in

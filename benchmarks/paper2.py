@@ -1,8 +1,8 @@
 """Paper 2 (Chen & Lee, Rényi-DP ADMM) end to end: the experiments of its section 5 (Figs. 1-4)
 with verdicts on the paper's claims, written to docs/results-paper2.md.
 
-    nice -n 10 python benchmarks/paper2.py --mode quick --data-dir ../shared/data   # ~5 min
-    nice -n 10 python benchmarks/paper2.py --mode full --data-dir ../shared/data    # many hours
+    nice -n 10 python -m benchmarks.paper2 --mode quick --data-dir ../shared/data   # ~5 min
+    nice -n 10 python -m benchmarks.paper2 --mode full --data-dir ../shared/data    # many hours
 
 Runs benchmarks/rdp_admm_experiments.py's experiment: ssADMM, DP-SGD, mpADMM, DP-ADMM and
 ADMM-objP (settings of dpnet.baselines.rdp_admm.make_estimators), delta = 1e-8, lambda in

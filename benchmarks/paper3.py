@@ -1,8 +1,8 @@
 """Paper 3 (Li & Zhang, decentralized group-lasso logistic ADMM with randomized response) end to
 end: Table 1, Fig. 3, Fig. 5 and Fig. 6, written to docs/results-paper3.md with verdicts.
 
-    nice -n 10 python benchmarks/paper3.py --mode quick --data-dir ../shared/data   # < 10 min
-    nice -n 10 python benchmarks/paper3.py --mode full --data-dir ../shared/data    # hours
+    nice -n 10 python -m benchmarks.paper3 --mode quick --data-dir ../shared/data   # < 10 min
+    nice -n 10 python -m benchmarks.paper3 --mode full --data-dir ../shared/data    # hours
 
 Table 1: ``mpiexec -n J python -m dpnet.run`` on the model-III design (J = 1, 5 on paper5,
 10 and 20 on the complete graph, as the paper), objective every round, time to the relative gap

@@ -2,9 +2,9 @@
 coverage against epsilon for ssADMM, DP-SGD, mpADMM, DP-ADMM and ADMM-objP, with the
 non-private optimum (L-BFGS-B on w = u - v, an independent solver) and the majority class.
 
-    python benchmarks/rdp_admm_experiments.py --mode quick   # < 5 min on 2 cores
-    python benchmarks/rdp_admm_experiments.py --mode large   # Adult, 10-fold CV x 2, ~35 CPU-min
-    python benchmarks/rdp_admm_experiments.py --mode full    # paper grid, 10 folds x 10 repeats
+    python -m benchmarks.rdp_admm_experiments --mode quick   # < 5 min on 2 cores
+    python -m benchmarks.rdp_admm_experiments --mode large   # Adult, 10-fold CV x 2, ~35 CPU-min
+    python -m benchmarks.rdp_admm_experiments --mode full    # paper grid, 10 folds x 10 repeats
 
 Settings: ``dpnet.baselines.rdp_admm.make_estimators`` (paper values and TUNED_SETTINGS, chosen
 by benchmarks/rdp_admm_tuning.py on synthetic data only; no setting was chosen on Adult).

@@ -1,7 +1,7 @@
 """Hyperparameter selection for the Rényi-DP ADMM estimators on the paper's synthetic design only.
 
-    python benchmarks/rdp_admm_tuning.py            # the selection behind make_estimators
-    python benchmarks/rdp_admm_tuning.py --seeds 1  # smoke run
+    python -m benchmarks.rdp_admm_tuning            # the selection behind make_estimators
+    python -m benchmarks.rdp_admm_tuning --seeds 1  # smoke run
 
 No real data set is read: every fit uses fresh draws of Chen & Lee's synthetic design
 (``dpnet.baselines.rdp_admm.data.make_synthetic``: p = 100 + intercept, Sigma_ij = 0.5^|i-j|,

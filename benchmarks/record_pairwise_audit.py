@@ -19,7 +19,7 @@ audit (a lower bound on what each observer could learn, not a guarantee):
   ratio of its thetas (as in tests/test_record_privacy.py): on this path machine 1 alone is
   one (machine 0's centre is computed from Z_0, Z_1 and the thetas machine 1 receives).
 
-    python benchmarks/record_pairwise_audit.py [--runs N] [--epsilon E] [--rounds T]
+    python -m benchmarks.record_pairwise_audit [--runs N] [--epsilon E] [--rounds T]
 
 Writes benchmarks/out/record_pairwise_audit.csv and prints the table.
 """

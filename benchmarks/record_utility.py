@@ -13,8 +13,8 @@ The objective gap is F(theta) - F* of the group-lasso logistic objective on the 
 (the benchmark may look at the raw data; the runs do not release it), with F evaluated at each
 method's coefficients. The test rows are a separate public file (a9a.t; MEMset's test split).
 
-    python benchmarks/record_utility.py [--data-dir DIR] [--quick]
-    python benchmarks/record_utility.py --from-csv   # table and figure from the last CSV
+    python -m benchmarks.record_utility [--data-dir DIR] [--quick]
+    python -m benchmarks.record_utility --from-csv   # table and figure from the last CSV
 
 Writes benchmarks/out/record_utility.{csv,md,png} and prints the table.
 """

@@ -1,10 +1,10 @@
 """Time to the optimum: the decentralized ADMM (MPI, one rank per machine) against skglm's
 centralized GroupProxNewton on the same training rows, side by side in one run.
 
-    nice -n 10 python benchmarks/speed_vs_skglm.py            # paper 3, Table 1: n = 1e4, p = 48
-    python benchmarks/speed_vs_skglm.py --runs 1:complete 5:paper5 10:complete --repeats 3
-    python benchmarks/speed_vs_skglm.py --runs 1:complete:majorized:5 5:paper5:majorized:5
-    python benchmarks/speed_vs_skglm.py --runs 1:complete:newton:0 1:complete   # rtol 0 vs default
+    nice -n 10 python -m benchmarks.speed_vs_skglm            # paper 3, Table 1: n = 1e4, p = 48
+    python -m benchmarks.speed_vs_skglm --runs 1:complete 5:paper5 10:complete --repeats 3
+    python -m benchmarks.speed_vs_skglm --runs 1:complete:majorized:5 5:paper5:majorized:5
+    python -m benchmarks.speed_vs_skglm --runs 1:complete:newton:0 1:complete   # rtol 0 vs default
 
 A run is J:graph[:theta solver[:value]] (default the Newton step with the default
 --theta-rtol); the value is --theta-rtol for newton (0: every step to 1e-12), --beta-steps

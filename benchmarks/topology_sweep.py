@@ -1,8 +1,8 @@
 """Rounds to a 1e-6 gap against algebraic connectivity, and per-machine compute against skglm,
 for J in {16, 64, 256, 1000} machines (batched simulator, ~100 rows per machine).
 
-    nice -n 10 python benchmarks/topology_sweep.py                          # the whole grid
-    python benchmarks/topology_sweep.py --machines 16 64 --topologies ring grid
+    nice -n 10 python -m benchmarks.topology_sweep                          # the whole grid
+    python -m benchmarks.topology_sweep --machines 16 64 --topologies ring grid
 
 For every (topology, J): the run of ``large_network.one_run`` (synthetic model-III data, p = 48,
 lambda = 0.1, default ADMM constants: the spectral start c_0 with residual balancing) and, side by
