@@ -1,7 +1,8 @@
 """Shared helpers of the main-job benchmarks: launching ``python -m dpnet.run``, the skglm
 reference optimum F*, relative objective gaps, CSV output.
 
-Imported as ``common`` by the scripts in this folder (``python benchmarks/<script>.py``).
+Imported as ``benchmarks.common`` by the scripts of this package, which run from the repository
+root as ``python -m benchmarks.<script>``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import csv
 import json
 import os
 import resource
+import shlex
 import signal
 import subprocess
 import sys
@@ -22,9 +24,6 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "benchmarks" / "out"
-sys.path.insert(0, str(REPO / "tests"))
-from reference import group_logistic_objective, group_logistic_optimum  # noqa: E402
-
 DATA_DIR = Path(os.environ.get("DPNET_DATA_DIR", REPO.parent / "shared" / "data"))
 MEMSET_PATH = DATA_DIR / "memset" / "memset_donor_7mer.csv.gz"
 EPS_GRID = (0.1, 0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.5, 1.7, 1.9)
@@ -89,6 +88,10 @@ def run_job(
 
 def reference_value(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float) -> float:
     """F* = F(theta*) with theta* from skglm's GroupProxNewton (tests/reference.py)."""
+    # imported here: skglm takes seconds to import, and the median and RDP-ADMM benchmarks
+    # use this module without it
+    from tests.reference import group_logistic_objective, group_logistic_optimum
+
     theta = group_logistic_optimum(X, y, groups, lam)
     return group_logistic_objective(X, y, groups, lam, theta)
 
@@ -100,14 +103,19 @@ def relative_gaps(history: list[dict[str, Any]], f_star: float) -> tuple[np.ndar
     return rounds, np.abs(values - f_star) / abs(f_star)
 
 
-def rounds_to_gap(history: list[dict[str, Any]], f_star: float, rel: float) -> int | None:
-    """First round from which the relative gap stays <= ``rel`` for the rest of the history
-    (None if it never does)."""
-    rounds, gaps = relative_gaps(history, f_star)
-    above = np.flatnonzero(gaps > rel)
+def first_round_within(rounds: np.ndarray, gaps: np.ndarray, rel: float) -> int | None:
+    """First of ``rounds`` from which ``gaps`` stay <= ``rel`` to the end (None if the last
+    gap is above ``rel``, or NaN, or there are no rounds)."""
+    above = np.flatnonzero(~(np.asarray(gaps) <= rel))
     if len(rounds) == 0 or (len(above) and above[-1] == len(rounds) - 1):
         return None
     return int(rounds[above[-1] + 1]) if len(above) else int(rounds[0])
+
+
+def rounds_to_gap(history: list[dict[str, Any]], f_star: float, rel: float) -> int | None:
+    """First round from which the relative gap stays <= ``rel`` for the rest of a results
+    file's history (None if it never does)."""
+    return first_round_within(*relative_gaps(history, f_star), rel)
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
@@ -121,11 +129,32 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
 
 # ---- one-command paper reports (benchmarks/paper1.py, paper2.py, paper3.py) ----------------
 
+
+def shown_path(path: Path) -> str:
+    """``path`` as a committed report shows it: relative to the repository root, or only its
+    name when it lies outside (a report must not carry the paths of the machine it ran on)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
+
+
+def report_command(module: str) -> str:
+    """This run's command line as its report shows it: ``nice -n 10 python -m
+    benchmarks.<module>`` and the arguments given, absolute paths among them made relative to
+    the repository root (where the command runs)."""
+    args = []
+    for arg in sys.argv[1:]:
+        name, eq, value = arg.rpartition("=") if arg.startswith("--") else ("", "", arg)
+        if os.path.isabs(value):
+            value = os.path.relpath(value, REPO)
+        args.append(shlex.quote(name + eq + value))
+    return " ".join(["nice -n 10 python -m", f"benchmarks.{module}", *args])
+
+
 REPRODUCED, CONTRADICTED, NOT_TESTABLE = "reproduced", "contradicted", "not testable"
 
 
 def add_data_dir_argument(parser: Any) -> None:
-    """``--data-dir``: the folder holding adult/, memset/ (see /work/shared/data/README.md)."""
+    """``--data-dir``: the folder holding adult/, memset/ (see the README.md in it)."""
     parser.add_argument(
         "--data-dir",
         type=Path,

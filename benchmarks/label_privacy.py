@@ -2,8 +2,8 @@
 (paper 3, section 3.2, Fig. 6), naive logistic loss vs the unbiased (Natarajan et al.) loss,
 and the non-private sparsity/accuracy trade-off over lambda on MEMset (Fig. 5).
 
-    nice -n 10 python benchmarks/label_privacy.py                # 5 repeats
-    nice -n 10 python benchmarks/label_privacy.py --mode full    # 50 repeats, as the paper
+    nice -n 10 python -m benchmarks.label_privacy                # 5 repeats
+    nice -n 10 python -m benchmarks.label_privacy --mode full    # 50 repeats, as the paper
 
 J = 5 machines on the paper's graph (paper5), in-process backend, c = 0.01 (the paper's
 MEMset value; adapted by residual balancing). Every machine applies randomized response with
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import EPS_GRID, MEMSET_PATH, OUT_DIR, write_csv
 
+from benchmarks.common import EPS_GRID, MEMSET_PATH, OUT_DIR, write_csv
 from dpnet.data.dataset import GroupData
 from dpnet.data.loaders import load_memset
 from dpnet.data.partition import split_rows

@@ -1,7 +1,7 @@
 """Large networks with the batched simulator (dpnet.decentralized.batched): J up to 1,000.
 
-    nice -n 10 python benchmarks/large_network.py                      # the default grid
-    python benchmarks/large_network.py --machines 16 64 --topologies ring grid
+    nice -n 10 python -m benchmarks.large_network                      # the default grid
+    python -m benchmarks.large_network --machines 16 64 --topologies ring grid
 
 For every (topology, J): synthetic model-III data (p = 48, 16 groups), ``--rows`` rows per
 machine, privacy off; skglm's centralized optimum F* on all rows (tests/reference.py); one
@@ -24,8 +24,8 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-from common import OUT_DIR, group_logistic_objective, group_logistic_optimum, write_csv
 
+from benchmarks.common import OUT_DIR, first_round_within, write_csv
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import ADMMConfig
@@ -33,6 +33,7 @@ from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
+from tests.reference import group_logistic_objective, group_logistic_optimum
 
 GAP = 1e-6
 STOP_GAP = 1e-8  # end a run early once the gap is 100x below GAP
@@ -40,14 +41,6 @@ LAM = 0.1
 N_GROUPS = 16
 TOPOLOGIES = ("ring", "grid", "erdos-renyi", "small-world", "random-regular")
 MACHINES = (16, 64, 256, 1000)
-
-
-def rounds_to_gap(rounds: np.ndarray, gaps: np.ndarray, rel: float) -> int | None:
-    """First round from which the gap stays <= rel to the end of the run (None if never)."""
-    above = np.flatnonzero(~(gaps <= rel))
-    if len(rounds) == 0 or (len(above) and above[-1] == len(rounds) - 1):
-        return None
-    return int(rounds[above[-1] + 1]) if len(above) else int(rounds[0])
 
 
 def one_run(
@@ -102,7 +95,7 @@ def one_run(
         "algebraic_connectivity": float(
             nx.algebraic_connectivity(graph, method="tracemin_lu", seed=0)
         ),
-        "rounds_to_gap": rounds_to_gap(hist_rounds, gaps, GAP),
+        "rounds_to_gap": first_round_within(hist_rounds, gaps, GAP),
         "rounds": result.rounds,
         "stop_reason": result.stop_reason,
         "final_rel_gap": abs(final - f_star) / abs(f_star),

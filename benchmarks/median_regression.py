@@ -4,8 +4,8 @@ y = 2 + 3 x1 - 4 x3 + Laplace(scale 2), x uniform in the unit ball of R^3, y cli
 lam = 0.002, gamma = 0.05, e = 0.05, tau = 1e-6, N = 200 (Alg. 2), l = 0.1 and N = 40 (Alg. 3);
 epsilon in {0.1, 0.5, 1, 2}. Errors are against the exact ridge-LAD fit (same lam, certified).
 
-    python benchmarks/median_regression.py --mode quick   # n = 5,000 and 50,000, 3 repetitions
-    python benchmarks/median_regression.py --mode full    # n = 5,000 and 5,000,000, 10 repetitions
+    python -m benchmarks.median_regression --mode quick   # n = 5,000 and 50,000, 3 repetitions
+    python -m benchmarks.median_regression --mode full    # n = 5,000 and 5,000,000, 10 repetitions
 
 Writes benchmarks/out/median_regression_{mode}.csv, .md and .png. Every fit in the first
 repetition of each (n, epsilon) is timed end to end through DPMedianRegressor. Later
@@ -17,13 +17,13 @@ noise: the same output distribution at a fraction of the CPU.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import write_csv
 from dpnet.baselines.median import PAPER_PARAMS, TRUE_THETA, DPMedianRegressor, simulate_median_data
 from dpnet.baselines.median.algorithms import CERT_SLACK, irls_fit
 from dpnet.baselines.median.numerics import exact_lad
@@ -168,10 +168,7 @@ def run(
 
 def _write(rows: list[dict], timings: list[dict], out_dir: Path, mode: str) -> None:
     base = out_dir / f"median_regression_{mode}"
-    with open(base.with_suffix(".csv"), "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, base.with_suffix(".csv"))
     lines = [
         "| n | eps | method | mu | beta1 | beta2 | beta3 | L2 err vs exact | max err |",
         "|---|---|---|---|---|---|---|---|---|",

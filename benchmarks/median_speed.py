@@ -1,7 +1,7 @@
 """Speed of the DP median-regression fits against statsmodels QuantReg on the same data.
 
-    python benchmarks/median_speed.py                  # n = 5,000,000, d = 3, 3 timings each
-    python benchmarks/median_speed.py --n 1000000 --repeats 5
+    python -m benchmarks.median_speed                  # n = 5,000,000, d = 3, 3 timings each
+    python -m benchmarks.median_speed --n 1000000 --repeats 5
 
 Prints the median time of each fit over --repeats runs and its ratio to QuantReg (timed the
 same number of times), and writes benchmarks/out/median_speed.csv. A timing on a loaded
@@ -11,7 +11,6 @@ machine is noisy: repeat and take the median rather than trusting one run.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import statsmodels.api as sm
 
+from benchmarks.common import write_csv
 from dpnet.baselines.median import PAPER_PARAMS, DPMedianRegressor, simulate_median_data
 
 FITS = {
@@ -58,11 +58,7 @@ def main() -> None:
         )
         rows.append({"fit": label, "n": args.n, "median_s": t, "ratio": t_qr / t})
         print(f"  {label:30s} {t:7.2f} s   QuantReg / fit = {t_qr / t:5.1f}x")
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "median_speed.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, args.out / "median_speed.csv")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Paper 1 (Chen, Miao & Tang, DP median regression) end to end: the simulation of section 4
 (Tables 1-2) with verdicts on the paper's claims, written to docs/results-paper1.md.
 
-    nice -n 10 python benchmarks/paper1.py --mode quick   # n = 5,000 and 500,000, 3 repetitions
-    nice -n 10 python benchmarks/paper1.py --mode full    # n = 5,000 and 5,000,000, 10 (as paper)
+    nice -n 10 python -m benchmarks.paper1 --mode quick   # n = 5,000 and 500,000, 3 repetitions
+    nice -n 10 python -m benchmarks.paper1 --mode full    # n = 5,000 and 5,000,000, 10 (as paper)
 
 Runs benchmarks/median_regression.py's experiment (y = 2 + 3 x1 - 4 x3 + Laplace(2), x uniform
 in the unit ball, y clipped to 10, the paper's lambda, gamma, e, tau, N, l; epsilon in
@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import median_regression
 import numpy as np
-from common import (
+
+from benchmarks import median_regression
+from benchmarks.common import (
     NOT_TESTABLE,
     OUT_DIR,
     REPO,
@@ -31,10 +30,11 @@ from common import (
     claim,
     machine_description,
     md_table,
+    report_command,
+    shown_path,
     verdict_of,
     write_report,
 )
-
 from dpnet.baselines.median import PAPER_PARAMS, simulate_median_data
 from dpnet.baselines.median.algorithms import irls_fit
 from dpnet.privacy.clipping import clip_values
@@ -58,7 +58,7 @@ PAPER_TABLES = {
 
 HEADER = """
 Paper: E. Chen, Y. Miao, Y. Tang, "Median regression with differential privacy" (arXiv, 2020;
-text in /work/shared/papers/000_*.txt). Its section 4 simulates y = 2 + 3x1 - 4x3 + Laplace(2)
+text in ../shared/papers/000_*.txt). Its section 4 simulates y = 2 + 3x1 - 4x3 + Laplace(2)
 with n = 5,000 (Table 1) and n = 5,000,000 (Table 2). The extraction lost the epsilon of the
 runs ("(epsilon, delta) = (0. , 0)": some 0.x), the time rows of both tables and every cell except
 beta2 and beta3 of Table 1 and beta3 of Table 2: these are "not recoverable". We therefore run an
@@ -355,7 +355,7 @@ Reference fits on the same data:
         (
             "Outputs and modes",
             f"""
-Figure `{png.relative_to(REPO) if png.is_relative_to(REPO) else png}` (error against epsilon),
+Figure `{shown_path(png)}` (error against epsilon),
 raw CSV and table next to it (not committed). Quick mode: n = 5,000 and 500,000, 3 repetitions.
 Full mode: n = 5,000 and 5,000,000 (the paper's sizes), 10 repetitions (about an hour).
 """,
@@ -380,9 +380,7 @@ def main() -> None:
     )
     iters = irls_iterations(sizes, args.seed)
     claims = claims_of(rows, timings, iters)
-    command = "nice -n 10 python benchmarks/paper1.py " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:]
-    )
+    command = report_command("paper1")
     write_report(
         args.doc,
         title="Paper 1: median regression with differential privacy",

@@ -1,8 +1,8 @@
 """Paper 2 (Chen & Lee, Rényi-DP ADMM) end to end: the experiments of its section 5 (Figs. 1-4)
 with verdicts on the paper's claims, written to docs/results-paper2.md.
 
-    nice -n 10 python benchmarks/paper2.py --mode quick --data-dir ../shared/data   # ~5 min
-    nice -n 10 python benchmarks/paper2.py --mode full --data-dir ../shared/data    # many hours
+    nice -n 10 python -m benchmarks.paper2 --mode quick --data-dir ../shared/data   # ~5 min
+    nice -n 10 python -m benchmarks.paper2 --mode full --data-dir ../shared/data    # many hours
 
 Runs benchmarks/rdp_admm_experiments.py's experiment: ssADMM, DP-SGD, mpADMM, DP-ADMM and
 ADMM-objP (settings of dpnet.baselines.rdp_admm.make_estimators), delta = 1e-8, lambda in
@@ -17,20 +17,21 @@ from __future__ import annotations
 
 import os
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+# One BLAS/OpenMP thread unless the caller says otherwise: set before numpy loads its pools.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import Any
 
-import numpy as np  # noqa: E402
-import rdp_admm_experiments as rdp  # noqa: E402
-from common import (  # noqa: E402
+import numpy as np
+
+from benchmarks import rdp_admm_experiments as rdp
+from benchmarks.common import (
     NOT_TESTABLE,
     OUT_DIR,
     REPO,
@@ -38,8 +39,11 @@ from common import (  # noqa: E402
     claim,
     machine_description,
     md_table,
+    report_command,
     resolve_data_dir,
+    shown_path,
     verdict_of,
+    write_csv,
     write_report,
 )
 
@@ -52,7 +56,7 @@ MODES = {
 
 HEADER = """
 Paper: "Rényi differentially private ADMM for non-smooth regularized optimization" (Chen & Lee,
-arXiv 1909.08180; text in /work/shared/papers/002_*.txt). Its figures (accuracy and objective
+arXiv 1909.08180; text in ../shared/papers/002_*.txt). Its figures (accuracy and objective
 against epsilon on Adult and IPUMS-BR, Figs. 1-2; synthetic accuracy and feature coverage,
 Figs. 3-4) were lost in the extraction: no plotted number is recoverable, so the claims are
 tested against the paper's wording. Surviving numbers: Adult n = 48,842, p = 124, majority
@@ -366,16 +370,16 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = rdp.run(cfg, args.ipums, args.seed, data)
     summary = rdp.summarise(rows)
-    rdp.write_csv(args.out / f"rdp_admm_runs_{args.mode}.csv", rows)
-    rdp.write_csv(args.out / f"rdp_admm_summary_{args.mode}.csv", summary)
+    write_csv(rows, args.out / f"rdp_admm_runs_{args.mode}.csv")
+    write_csv(summary, args.out / f"rdp_admm_summary_{args.mode}.csv")
     rdp.plot(summary, args.out, args.mode)
     claims = claims_of(summary)
-    out_rel = args.out.relative_to(REPO) if args.out.is_relative_to(REPO) else args.out
+    out_shown = shown_path(args.out)
     sections = tables(summary) + [
         (
             "Outputs and modes",
             f"""
-Figures `{out_rel}/rdp_admm_<data>_<loss>_{args.mode}.png` (accuracy, objective and coverage
+Figures `{out_shown}/rdp_admm_<data>_<loss>_{args.mode}.png` (accuracy, objective and coverage
 against epsilon), per-fit and summary CSVs next to them (not committed). Quick mode: epsilon in
 {{0.1, 0.5, 1}}, 3-fold cross-validation, 1 repeat, one synthetic set of 10,000 rows, both losses
 on Adult. Full mode: epsilon 0.1, 0.2, ..., 1, 10 folds x 10 repeats, ten synthetic sets of
@@ -384,9 +388,7 @@ independent (training sets overlap), so they are somewhat optimistic.
 """,
         )
     ]
-    command = "nice -n 10 python benchmarks/paper2.py " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:]
-    )
+    command = report_command("paper2")
     write_report(
         args.doc,
         title="Paper 2: Rényi differentially private ADMM",

@@ -1,7 +1,7 @@
 """Rounds to a 1e-6 gap under three penalty schemes, over data seeds (batched simulator).
 
-    nice -n 10 python benchmarks/penalty_seeds.py                      # 256-ring, seeds 0-5
-    python benchmarks/penalty_seeds.py --topology grid --machines 64 --seeds 0 1 2
+    nice -n 10 python -m benchmarks.penalty_seeds                      # 256-ring, seeds 0-5
+    python -m benchmarks.penalty_seeds --topology grid --machines 64 --seeds 0 1 2
 
 Schemes (docs/algorithms.md, "The penalty c"):
 - ``former``: fixed start c_0 = 0.005, no over-relaxation, residual balancing with a band of 10
@@ -19,9 +19,8 @@ import argparse
 import time
 from typing import Any
 
-from common import OUT_DIR, write_csv
-from large_network import one_run
-
+from benchmarks.common import OUT_DIR, write_csv
+from benchmarks.large_network import one_run
 from dpnet.network.topology import build_topology
 
 NO_WAIT = 1000  # adapt_unseen above adapt_max: the wait never binds

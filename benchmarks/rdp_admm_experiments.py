@@ -2,9 +2,9 @@
 coverage against epsilon for ssADMM, DP-SGD, mpADMM, DP-ADMM and ADMM-objP, with the
 non-private optimum (L-BFGS-B on w = u - v, an independent solver) and the majority class.
 
-    python benchmarks/rdp_admm_experiments.py --mode quick   # < 5 min on 2 cores
-    python benchmarks/rdp_admm_experiments.py --mode large   # Adult, 10-fold CV x 2, ~35 CPU-min
-    python benchmarks/rdp_admm_experiments.py --mode full    # paper grid, 10 folds x 10 repeats
+    python -m benchmarks.rdp_admm_experiments --mode quick   # < 5 min on 2 cores
+    python -m benchmarks.rdp_admm_experiments --mode large   # Adult, 10-fold CV x 2, ~35 CPU-min
+    python -m benchmarks.rdp_admm_experiments --mode full    # paper grid, 10 folds x 10 repeats
 
 Settings: ``dpnet.baselines.rdp_admm.make_estimators`` (paper values and TUNED_SETTINGS, chosen
 by benchmarks/rdp_admm_tuning.py on synthetic data only; no setting was chosen on Adult).
@@ -19,24 +19,19 @@ set and loss; prints the tables and the paired ssADMM - DP-SGD differences.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
-import os
 import time
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from scipy.optimize import minimize
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy.optimize import minimize  # noqa: E402
-
-from dpnet.baselines.rdp_admm import COVERAGE_KS, make_estimators  # noqa: E402
-from dpnet.baselines.rdp_admm.common import get_loss, objective  # noqa: E402
-from dpnet.baselines.rdp_admm.data import coverage, make_synthetic  # noqa: E402
-from dpnet.data.loaders import load_adult, load_ipums, scale_rows  # noqa: E402
+from benchmarks.common import DATA_DIR, write_csv
+from dpnet.baselines.rdp_admm import COVERAGE_KS, make_estimators
+from dpnet.baselines.rdp_admm.common import get_loss, objective
+from dpnet.baselines.rdp_admm.data import coverage, make_synthetic
+from dpnet.data.loaders import load_adult, load_ipums, scale_rows
 
 DELTA = 1e-8
 LAMBDAS = (1e-4, 1e-3)
@@ -69,8 +64,9 @@ MODES = {
 
 
 def data_dir() -> Path:
-    env = os.environ.get("DPNET_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    """The default data folder (benchmarks.common.DATA_DIR: $DPNET_DATA_DIR, else
+    ../shared/data next to the repository)."""
+    return DATA_DIR
 
 
 def nonprivate_optimum(loss_name: str, X: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
@@ -216,15 +212,12 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in rows[0], k))
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def plot(summary: list[dict], out: Path, mode: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     combos = sorted({(s["dataset"], s["loss"]) for s in summary})
     for ds, loss in combos:
         synthetic = ds == "synthetic"
@@ -361,8 +354,8 @@ def main() -> None:
     start = time.time()
     rows = run(cfg, args.ipums, args.seed)
     summary = summarise(rows)
-    write_csv(args.out / f"rdp_admm_runs_{args.mode}.csv", rows)
-    write_csv(args.out / f"rdp_admm_summary_{args.mode}.csv", summary)
+    write_csv(rows, args.out / f"rdp_admm_runs_{args.mode}.csv")
+    write_csv(summary, args.out / f"rdp_admm_summary_{args.mode}.csv")
     plot(summary, args.out, args.mode)
     report(summary, rows)
     print(f"\n{len(rows)} rows in {time.time() - start:.0f} s; outputs in {args.out}")

@@ -1,7 +1,7 @@
 """Hyperparameter selection for the Rényi-DP ADMM estimators on the paper's synthetic design only.
 
-    python benchmarks/rdp_admm_tuning.py            # the selection behind make_estimators
-    python benchmarks/rdp_admm_tuning.py --seeds 1  # smoke run
+    python -m benchmarks.rdp_admm_tuning            # the selection behind make_estimators
+    python -m benchmarks.rdp_admm_tuning --seeds 1  # smoke run
 
 No real data set is read: every fit uses fresh draws of Chen & Lee's synthetic design
 (``dpnet.baselines.rdp_admm.data.make_synthetic``: p = 100 + intercept, Sigma_ij = 0.5^|i-j|,
@@ -23,7 +23,6 @@ Writes benchmarks/out/rdp_admm_tuning_runs.csv and rdp_admm_tuning_summary.csv.
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import time
 from collections import defaultdict
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import write_csv
 from dpnet.baselines.rdp_admm import (
     ADMMObjPClassifier,
     DPADMMClassifier,
@@ -100,7 +100,7 @@ def run(seeds: int, methods: tuple[str, ...], runs_csv: Path) -> list[dict]:
                 f"data set {k}: {method} / {loss_name} grid in {time.time() - start:.0f} s",
                 flush=True,
             )
-            write_csv(runs_csv, rows)
+            write_csv(rows, runs_csv)
     return rows
 
 
@@ -135,14 +135,6 @@ def summarise(rows: list[dict]) -> tuple[list[dict], dict[tuple[str, str], dict]
     return summary, best
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=2, help="synthetic data sets")
@@ -153,7 +145,7 @@ def main() -> None:
     start = time.time()
     rows = run(args.seeds, tuple(args.methods.split(",")), args.out / "rdp_admm_tuning_runs.csv")
     summary, best = summarise(rows)
-    write_csv(args.out / "rdp_admm_tuning_summary.csv", summary)
+    write_csv(summary, args.out / "rdp_admm_tuning_summary.csv")
     print(
         "\ngeometric-mean held-out objective over eps = "
         + ", ".join(f"{e:g}" for e in EPSILONS)

@@ -19,7 +19,7 @@ audit (a lower bound on what each observer could learn, not a guarantee):
   ratio of its thetas (as in tests/test_record_privacy.py): on this path machine 1 alone is
   one (machine 0's centre is computed from Z_0, Z_1 and the thetas machine 1 receives).
 
-    python benchmarks/record_pairwise_audit.py [--runs N] [--epsilon E] [--rounds T]
+    python -m benchmarks.record_pairwise_audit [--runs N] [--epsilon E] [--rounds T]
 
 Writes benchmarks/out/record_pairwise_audit.csv and prints the table.
 """
@@ -27,26 +27,21 @@ Writes benchmarks/out/record_pairwise_audit.csv and prints the table.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT_DIR, md_table, write_csv  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from dpnet.audit import audit_epsilon  # noqa: E402
-from dpnet.decentralized import batched  # noqa: E402
-from dpnet.decentralized.admm import ADMMConfig  # noqa: E402
-from dpnet.decentralized.batched import StackedShards, run_batched  # noqa: E402
-from dpnet.decentralized.record import RecordNoise  # noqa: E402
-from dpnet.decentralized.steps import GroupStructure, LocalData  # noqa: E402
-from dpnet.losses.margin import Logistic  # noqa: E402
-from dpnet.privacy.gaussian import composed_gaussian_multiplier  # noqa: E402
-from tests.record_attack import theta_likelihood_ratio  # noqa: E402
+from benchmarks.common import OUT_DIR, md_table, write_csv
+from dpnet.audit import audit_epsilon
+from dpnet.decentralized import batched
+from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.batched import StackedShards, run_batched
+from dpnet.decentralized.record import RecordNoise
+from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.losses.margin import Logistic
+from dpnet.privacy.gaussian import composed_gaussian_multiplier
+from tests.record_attack import theta_likelihood_ratio
 
 R, DIM, ROWS, J, DELTA = 3.0, 3, 8, 4, 1e-5
 GROUPS = GroupStructure(np.arange(DIM + 1), np.arange(DIM), np.full(DIM, 0.01 / (2 * J)))

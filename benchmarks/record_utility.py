@@ -13,8 +13,8 @@ The objective gap is F(theta) - F* of the group-lasso logistic objective on the 
 (the benchmark may look at the raw data; the runs do not release it), with F evaluated at each
 method's coefficients. The test rows are a separate public file (a9a.t; MEMset's test split).
 
-    python benchmarks/record_utility.py [--data-dir DIR] [--quick]
-    python benchmarks/record_utility.py --from-csv   # table and figure from the last CSV
+    python -m benchmarks.record_utility [--data-dir DIR] [--quick]
+    python -m benchmarks.record_utility --from-csv   # table and figure from the last CSV
 
 Writes benchmarks/out/record_utility.{csv,md,png} and prints the table.
 """
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,21 +31,19 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from benchmarks.common import (
     OUT_DIR,
     add_data_dir_argument,
     md_table,
     resolve_data_dir,
     write_csv,
 )
-from reference import group_logistic_objective, group_logistic_optimum  # noqa: E402
-
-from dpnet.baselines.rdp_admm import DPSGDClassifier, SSADMMClassifier  # noqa: E402
-from dpnet.baselines.rdp_admm.experiment import TUNED_SETTINGS  # noqa: E402
-from dpnet.data.dataset import GroupData  # noqa: E402
-from dpnet.data.loaders import load_dataset, load_memset  # noqa: E402
-from dpnet.run import main as dpnet_main  # noqa: E402
+from dpnet.baselines.rdp_admm import DPSGDClassifier, SSADMMClassifier
+from dpnet.baselines.rdp_admm.experiment import TUNED_SETTINGS
+from dpnet.data.dataset import GroupData
+from dpnet.data.loaders import load_dataset, load_memset
+from dpnet.run import main as dpnet_main
+from tests.reference import group_logistic_objective, group_logistic_optimum
 
 DELTA = 1e-5
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)

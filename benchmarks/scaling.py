@@ -1,8 +1,8 @@
 """Scaling of the decentralized group-lasso logistic ADMM with the number of machines J
 (paper 3, Table 1 setting: synthetic model-III data, privacy off).
 
-    nice -n 10 python benchmarks/scaling.py                 # n = 10^4, p = 48 (a few minutes)
-    nice -n 10 python benchmarks/scaling.py --mode full     # + (10^4, 96) and (10^5, 48)
+    nice -n 10 python -m benchmarks.scaling                 # n = 10^4, p = 48 (a few minutes)
+    nice -n 10 python -m benchmarks.scaling --mode full     # + (10^4, 96) and (10^5, 48)
 
 Every MPI run is ``mpiexec -n J python -m dpnet.run --backend mpi ...`` (one at a time, in
 its own process group, killed at --timeout), with BLAS pools limited to --threads each.
@@ -23,8 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, reference_value, relative_gaps, rounds_to_gap, run_job, write_csv
 
+from benchmarks.common import (
+    OUT_DIR,
+    reference_value,
+    relative_gaps,
+    rounds_to_gap,
+    run_job,
+    write_csv,
+)
 from dpnet.config import parse_config
 from dpnet.setup import prepare_problem
 

@@ -1,7 +1,7 @@
 """Strong and weak scaling of the decentralized ADMM over MPI, as plots.
 
-    nice -n 10 python benchmarks/scaling_curves.py                 # both, a few minutes
-    python benchmarks/scaling_curves.py --machines 1 2 4 8 --topologies complete
+    nice -n 10 python -m benchmarks.scaling_curves                 # both, a few minutes
+    python -m benchmarks.scaling_curves --machines 1 2 4 8 --topologies complete
 
 Strong scaling: the n = --strong-rows training rows of paper 3's Table 1 (model III, p = 48,
 lambda = 0.1, privacy off) split over J machines. Weak scaling: --weak-rows rows per machine,
@@ -26,8 +26,9 @@ import math
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, rounds_to_gap, run_job, write_csv
-from scaling import f_star
+
+from benchmarks.common import OUT_DIR, rounds_to_gap, run_job, write_csv
+from benchmarks.scaling import f_star
 
 
 def job_argv(n: int, seed: int) -> list[str]:

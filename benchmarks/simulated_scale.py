@@ -1,7 +1,7 @@
 """The simulated backend at scale, from the command line a user types.
 
-    nice -n 10 python benchmarks/simulated_scale.py                   # J = 1,000, 3,000, 10,000
-    python benchmarks/simulated_scale.py --machines 1000 --max-rounds 3000
+    nice -n 10 python -m benchmarks.simulated_scale                   # J = 1,000, 3,000, 10,000
+    python -m benchmarks.simulated_scale --machines 1000 --max-rounds 3000
 
 For every J: ``python -m dpnet.run --backend simulated --machines J --topology random-regular
 --n-samples 100J --seed 1 --max-rounds R`` (defaults otherwise: p = 48 in 16 groups, lambda 0.1,
@@ -28,8 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from common import OUT_DIR, reference_value, rounds_to_gap, thread_env, write_csv
-
+from benchmarks.common import OUT_DIR, reference_value, rounds_to_gap, thread_env, write_csv
 from dpnet.config import parse_config
 from dpnet.setup import prepare_problem
 

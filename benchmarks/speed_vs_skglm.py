@@ -1,10 +1,10 @@
 """Time to the optimum: the decentralized ADMM (MPI, one rank per machine) against skglm's
 centralized GroupProxNewton on the same training rows, side by side in one run.
 
-    nice -n 10 python benchmarks/speed_vs_skglm.py            # paper 3, Table 1: n = 1e4, p = 48
-    python benchmarks/speed_vs_skglm.py --runs 1:complete 5:paper5 10:complete --repeats 3
-    python benchmarks/speed_vs_skglm.py --runs 1:complete:majorized:5 5:paper5:majorized:5
-    python benchmarks/speed_vs_skglm.py --runs 1:complete:newton:0 1:complete   # rtol 0 vs default
+    nice -n 10 python -m benchmarks.speed_vs_skglm            # paper 3, Table 1: n = 1e4, p = 48
+    python -m benchmarks.speed_vs_skglm --runs 1:complete 5:paper5 10:complete --repeats 3
+    python -m benchmarks.speed_vs_skglm --runs 1:complete:majorized:5 5:paper5:majorized:5
+    python -m benchmarks.speed_vs_skglm --runs 1:complete:newton:0 1:complete   # rtol 0 vs default
 
 A run is J:graph[:theta solver[:value]] (default the Newton step with the default
 --theta-rtol); the value is --theta-rtol for newton (0: every step to 1e-12), --beta-steps
@@ -30,9 +30,9 @@ import warnings
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, rounds_to_gap, run_job, write_csv
 from threadpoolctl import threadpool_limits
 
+from benchmarks.common import OUT_DIR, rounds_to_gap, run_job, write_csv
 from dpnet.config import parse_config
 from dpnet.setup import prepare_problem
 
@@ -42,8 +42,9 @@ SKGLM_TOLS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-12)
 def skglm_times(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float, repeats: int):
     """{tol: (median wall seconds, median CPU seconds, objective)} of GroupProxNewton on
     (X, y) as in tests/reference.py, with one BLAS thread (like every rank)."""
-    from reference import group_logistic_objective, skglm_problem
     from skglm.solvers import GroupProxNewton
+
+    from tests.reference import group_logistic_objective, skglm_problem
 
     X_aug, datafit, penalty = skglm_problem(X, groups, lam)
 

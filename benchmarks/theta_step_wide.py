@@ -1,7 +1,7 @@
 """The theta step on wide data (p >> n_j): dense Newton vs Woodbury Newton vs the paper's
 gradient steps, side by side in one run, and the whole job at p = 5,000.
 
-    nice -n 10 python benchmarks/theta_step_wide.py            # ~5 min on 2 cores
+    nice -n 10 python -m benchmarks.theta_step_wide            # ~5 min on 2 cores
 
 Data: n = 100 rows, X ~ N(0, 1), groups of 5 columns, two active groups, y ~ Bernoulli(sigma);
 J = 5 machines (paper5 graph, 20 rows each, so n_j = 20 < p + 1 and the automatic Newton
@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, reference_value, run_job, write_csv
 from threadpoolctl import threadpool_limits
 
+from benchmarks.common import OUT_DIR, reference_value, run_job, write_csv
 from dpnet.decentralized import admm, steps
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology

@@ -1,8 +1,8 @@
 """Rounds to a 1e-6 gap against algebraic connectivity, and per-machine compute against skglm,
 for J in {16, 64, 256, 1000} machines (batched simulator, ~100 rows per machine).
 
-    nice -n 10 python benchmarks/topology_sweep.py                          # the whole grid
-    python benchmarks/topology_sweep.py --machines 16 64 --topologies ring grid
+    nice -n 10 python -m benchmarks.topology_sweep                          # the whole grid
+    python -m benchmarks.topology_sweep --machines 16 64 --topologies ring grid
 
 For every (topology, J): the run of ``large_network.one_run`` (synthetic model-III data, p = 48,
 lambda = 0.1, default ADMM constants: the spectral start c_0 with residual balancing) and, side by
@@ -19,10 +19,10 @@ import time
 from typing import Any
 
 import numpy as np
-from common import OUT_DIR, write_csv
-from large_network import GAP, LAM, MACHINES, N_GROUPS, TOPOLOGIES, one_run, plot
-from speed_vs_skglm import SKGLM_TOLS, skglm_times
 
+from benchmarks.common import OUT_DIR, write_csv
+from benchmarks.large_network import GAP, LAM, MACHINES, N_GROUPS, TOPOLOGIES, one_run, plot
+from benchmarks.speed_vs_skglm import SKGLM_TOLS, skglm_times
 from dpnet.data.synthetic import make_group_logistic
 
 

@@ -36,11 +36,20 @@ def skglm_problem(
 
 
 def group_logistic_optimum(
-    X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float, weights: np.ndarray | None = None
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    lam: float,
+    weights: np.ndarray | None = None,
+    *,
+    max_iter: int = 200,
+    tol: float = 1e-12,
 ) -> np.ndarray:
-    """theta* = (beta*, b*) from skglm, solved to tol 1e-12."""
+    """theta* = (beta*, b*) from skglm, solved to tol 1e-12 (at most 200 outer iterations);
+    ``max_iter`` and ``tol`` are GroupProxNewton's (benchmarks/paper3.py caps the iterations
+    to time skglm to a given gap)."""
     X_aug, datafit, penalty = skglm_problem(X, groups, lam, weights)
-    solver = GroupProxNewton(tol=1e-12, max_iter=200, fit_intercept=False)
+    solver = GroupProxNewton(tol=tol, max_iter=max_iter, fit_intercept=False)
     return np.asarray(solver.solve(X_aug, y, datafit, penalty)[0])
 
 
