@@ -55,8 +55,6 @@ def admm_config(config: RunConfig) -> ADMMConfig:
         record=None
         if multiplier is None or config.row_bound is None
         else RecordNoise(multiplier, config.row_bound, config.seed),
-        fail_at=fault_injection("DPNET_FAIL_AT"),
-        stall_at=fault_injection("DPNET_STALL_AT"),
     )
 
 
@@ -201,14 +199,3 @@ def check_checkpoint_dir(config: RunConfig) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "not writable" if existing == path else f"cannot create it in {existing}"
         raise ConfigError(f"--checkpoint {config.checkpoint}: {what}")
-
-
-def fault_injection(variable: str) -> tuple[int, int] | None:
-    """Tests' fault injection from the environment: "rank:round". DPNET_FAIL_AT makes that
-    machine raise in that round (abort tests), DPNET_STALL_AT makes it go silent there
-    (peer-deadline tests)."""
-    spec = os.environ.get(variable)
-    if not spec:
-        return None
-    rank, rnd = spec.split(":")
-    return int(rank), int(rnd)

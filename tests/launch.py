@@ -98,6 +98,7 @@ def mpiexec_is_open_mpi() -> bool:
 # nothing and exits 1; a rank killed by a signal makes it exit 128 + the signal (hydra: the
 # signal's number)
 OPEN_MPI_SIGNALLED_EXIT = 1
+FAULT_VARIABLES = ("DPNET_FAIL_AT", "DPNET_STALL_AT")  # read by tests/fault_entry.py only
 _LAUNCHER_NOTE = re.compile(r"^-{20,}\n.*?^-{20,}\n?", re.M | re.S)
 # Open MPI's "[host:pid] PMIX ERROR: ...", and its event library's "[warn] Epoll MOD(1) on fd
 # 23 failed. Old events were 6; ...: Bad file descriptor" (once in CI, a refused launch)
@@ -146,8 +147,11 @@ def start_job(
     """Start ``[mpiexec -n N] python -m module args`` (in ``cwd``) in a session of its own.
 
     The repository root is put on PYTHONPATH so that test hooks (``tests.*``) import from any
-    working directory.
+    working directory. A job whose ``env`` injects a fault (DPNET_FAIL_AT, DPNET_STALL_AT)
+    runs through :mod:`tests.fault_entry`, the only reader of those variables.
     """
+    if module == "dpnet.run" and env and any(v in env for v in FAULT_VARIABLES):
+        module = "tests.fault_entry"
     cmd = [sys.executable, "-m", module, *args]
     if n_ranks is not None:
         cmd = [*mpiexec_command(n_ranks), *cmd]

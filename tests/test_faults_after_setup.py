@@ -9,6 +9,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -62,3 +66,17 @@ def test_an_exception_on_one_machine_is_exit_1_and_one_line_on_every_backend(tmp
         assert _dpnet_lines(done.stderr) == [expected], done.stderr
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_job_itself_reads_no_fault_variable(tmp_path):
+    """Fault injection lives in tests/fault_entry.py: dpnet.run with DPNET_FAIL_AT="oops"
+    (a 29-line traceback once) or a valid "2:1" runs as without them."""
+    cmd = [sys.executable, "-m", "dpnet.run", "--n-samples", "200", "--quiet", "--machines", "3"]
+    for value in ("oops", "2:1"):
+        out = tmp_path / f"{value.replace(':', '-')}.json"
+        env = {**os.environ, "DPNET_FAIL_AT": value, "DPNET_STALL_AT": value}
+        done = subprocess.run(
+            [*cmd, "--output", str(out)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        assert out.exists()

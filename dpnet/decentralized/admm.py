@@ -85,8 +85,9 @@ class ADMMConfig:
     max_coef_norm: float = 1e4
     progress_every: int = 0
     record: RecordNoise | None = None  # record-level privacy: every theta sent is noisy
-    fail_at: tuple[int, int] | None = None  # (rank, round): raise there (abort tests)
-    stall_at: tuple[int, int] | None = None  # (rank, round): go silent there (deadline tests)
+    # fault tests only (no option sets them; tests/fault_entry.py for a launched job):
+    fail_at: tuple[int, int] | None = None  # (rank, round): raise there
+    stall_at: tuple[int, int] | None = None  # (rank, round): go silent there
 
 
 @dataclass

@@ -1,0 +1,37 @@
+"""``python -m tests.fault_entry ARGS``: the main job (``dpnet.run``) with a fault injected
+from the environment, for the tests that need a machine to fail or hang mid-run:
+DPNET_FAIL_AT="rank:round" makes that machine raise in that round, DPNET_STALL_AT="rank:round"
+makes it go silent there (``ADMMConfig.fail_at`` / ``stall_at``). dpnet itself reads neither
+variable; :func:`tests.launch.start_job` starts this module when a test sets one of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+
+from dpnet import job, run, simulation
+from dpnet.config import RunConfig
+from dpnet.decentralized.admm import ADMMConfig
+
+
+def _at(variable: str) -> tuple[int, int] | None:
+    """(rank, round) from ``variable`` = "rank:round"; None if it is not set."""
+    spec = os.environ.get(variable)
+    if not spec:
+        return None
+    rank, _, round_ = spec.partition(":")
+    return int(rank), int(round_)
+
+
+def _with_faults(build: Callable[[RunConfig], ADMMConfig]) -> Callable[[RunConfig], ADMMConfig]:
+    def admm_config(config: RunConfig) -> ADMMConfig:
+        faults = {"fail_at": _at("DPNET_FAIL_AT"), "stall_at": _at("DPNET_STALL_AT")}
+        return dataclasses.replace(build(config), **faults)
+
+    return admm_config
+
+
+if __name__ == "__main__":
+    job.admm_config = simulation.admm_config = _with_faults(job.admm_config)
+    run.entry()
