@@ -34,6 +34,9 @@ Release = tuple[dp_event.DpEvent, str, str]
 
 # IRLS release: the certified iterate is within CERT_SLACK * Delta_2 of the exact minimiser
 CERT_SLACK = 1e-3
+# IRLS runs on every (n // WARM_START_ROWS)-th row only (a data-independent subsample, all rows
+# when n < 2 WARM_START_ROWS): its fixed point is a warm start for the Newton polish on all rows
+WARM_START_ROWS = 10_000
 
 
 def _ridge(d: int, lam: float, intercept_ridge: float) -> np.ndarray:
@@ -94,13 +97,17 @@ def irls_fit(
     """Non-private part of Algorithm 2: the certified minimiser of the IRLS objective.
 
     J_e(theta) = (1/n) sum phi_e(r_i) + (1/2)(a_mu mu^2 + lam ||beta||^2). IRLS (paper's
-    loop, tolerance tau) then Newton until ||grad J_e|| <= Lambda * CERT_SLACK * Delta_2, which
-    puts the iterate within CERT_SLACK * Delta_2 of the exact minimiser (strong convexity).
+    loop, tolerance tau) on every (n // WARM_START_ROWS)-th row (all rows for small n), then
+    Newton on all rows until ||grad J_e|| <= Lambda * CERT_SLACK * Delta_2, which puts the
+    iterate within CERT_SLACK * Delta_2 of the exact minimiser on all rows (strong convexity),
+    however it was reached. IRLS converges linearly (~40 passes over the rows at tau = 1e-6),
+    Newton quadratically from the subsample's fixed point (~3 passes).
     Returns (theta, IRLS iterations).
     """
-    d = X.shape[1]
+    n, d = X.shape
     ridge = _ridge(d, lam, intercept_ridge)
-    theta, iters = irls(X, y, e=e, ridge=ridge, tol=tol, max_iter=max_iter)
+    k = max(1, n // WARM_START_ROWS)
+    theta, iters = irls(X[::k], y[::k], e=e, ridge=ridge, tol=tol, max_iter=max_iter)
     delta2 = irls_l2_sensitivity(
         X.shape[0], lam=lam, intercept_ridge=intercept_ridge, x_bound=x_bound
     )
