@@ -186,7 +186,7 @@ def dp_coordinate_descent(
     batches = np.array_split(rng.permutation(n), n_splits)
     mu, beta = float(theta0[0]), _project_ball(np.array(theta0[1:], dtype=float), beta_bound)
     for t, idx in enumerate(batches):
-        Xb, yb = X[idx], y[idx]
+        Xb, yb = X.take(idx, axis=0), y.take(idx)  # take: half the time of X[idx]
         eta = step / (t + 1)
         u = lad_descent_direction(Xb, mu + Xb @ beta - yb, beta, lam)
         s_beta = coordinate_beta_l1_sensitivity(eta, idx.size, d=d, x_bound=x_bound)
