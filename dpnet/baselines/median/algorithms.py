@@ -34,9 +34,15 @@ Release = tuple[dp_event.DpEvent, str, str]
 
 # IRLS release: the certified iterate is within CERT_SLACK * Delta_2 of the exact minimiser
 CERT_SLACK = 1e-3
-# IRLS runs on every (n // WARM_START_ROWS)-th row only (a data-independent subsample, all rows
-# when n < 2 WARM_START_ROWS): its fixed point is a warm start for the Newton polish on all rows
+# Warm starts: Alg. 1's Newton and Alg. 2's IRLS loop first run on every (n // WARM_START_ROWS)-th
+# row (a data-independent subsample; all rows when n < 2 WARM_START_ROWS); Newton on all rows then
+# needs ~3 passes instead of ~12 (Alg. 1) or ~40 IRLS passes (Alg. 2). Only speed depends on it:
+# what is released is the minimiser on all rows, certified by its gradient norm.
 WARM_START_ROWS = 10_000
+
+
+def _warm_start_stride(n: int) -> int:
+    return max(1, n // WARM_START_ROWS)
 
 
 def _ridge(d: int, lam: float, intercept_ridge: float) -> np.ndarray:
@@ -71,7 +77,13 @@ def dp_objective_perturbation(
         jacobian_log_bound=cal.jacobian_log,
     )
     ridge = _ridge(d, lam, intercept_ridge) + cal.extra_ridge
-    theta, gnorm = newton_minimise(X, y, huber_loss(gamma), ridge=ridge, linear=b / n)
+    k = _warm_start_stride(n)
+    theta0 = None
+    if k > 1:  # the same objective on every k-th row: a start only
+        theta0, _ = newton_minimise(X[::k], y[::k], huber_loss(gamma), ridge=ridge, linear=b / n)
+    theta, gnorm = newton_minimise(
+        X, y, huber_loss(gamma), ridge=ridge, linear=b / n, theta0=theta0
+    )
     if gnorm > 1e-8:
         # the message names the tolerance only: the gradient norm is a function of the raw data
         raise DpnetError("objective perturbation: Newton did not reach gradient norm 1e-8")
@@ -106,7 +118,7 @@ def irls_fit(
     """
     n, d = X.shape
     ridge = _ridge(d, lam, intercept_ridge)
-    k = max(1, n // WARM_START_ROWS)
+    k = _warm_start_stride(n)
     theta, iters = irls(X[::k], y[::k], e=e, ridge=ridge, tol=tol, max_iter=max_iter)
     delta2 = irls_l2_sensitivity(
         X.shape[0], lam=lam, intercept_ridge=intercept_ridge, x_bound=x_bound
