@@ -141,3 +141,55 @@ def test_descent_direction_matches_numerical_directional_derivatives():
         bwd = (loss(beta - h * ek) - loss(beta)) / h
         expected = -fwd if fwd < 0 else (bwd if bwd < 0 else 0.0)
         assert u[k] == pytest.approx(expected, abs=1e-5)
+
+
+def test_warm_started_fits_are_the_minimisers_on_all_rows():
+    """n = 40,000: Alg. 1's Newton and Alg. 2's IRLS loop first run on every 4th row
+    (WARM_START_ROWS); the results must still be the minimisers on all rows (L-BFGS)."""
+    import math
+
+    from dpnet.baselines.median.algorithms import WARM_START_ROWS, dp_objective_perturbation
+    from dpnet.baselines.median.privacy import calibrate_objective_perturbation
+    from dpnet.losses.absolute import log_smoothed_abs, log_smoothed_abs_derivative
+    from dpnet.privacy.mechanisms import objective_perturbation_noise
+
+    X, y = simulate_median_data(40_000, rng=np.random.default_rng(11))
+    n, d = X.shape
+    assert n // WARM_START_ROWS >= 2  # the warm-start path is taken
+    lam, a_mu = 0.002, 1.0 / math.sqrt(n)
+    e = gamma = 0.05
+    theta, _ = irls_fit(X, y, lam=lam, e=e, x_bound=1.0, intercept_ridge=a_mu)
+    ref = _scipy_minimise(
+        X,
+        y,
+        lambda r: log_smoothed_abs(r, e),
+        lambda r: log_smoothed_abs_derivative(r, e),
+        np.r_[a_mu, np.full(d, lam)],
+        np.zeros(d + 1),
+    )
+    np.testing.assert_allclose(theta, ref, atol=1e-6)
+
+    theta, _ = dp_objective_perturbation(
+        X,
+        y,
+        epsilon=1.0,
+        lam=lam,
+        gamma=gamma,
+        x_bound=1.0,
+        intercept_ridge=a_mu,
+        rng=np.random.default_rng(5),
+    )
+    cal = calibrate_objective_perturbation(
+        n, 1.0, gamma=gamma, lam=lam, intercept_ridge=a_mu, x_bound=1.0
+    )
+    b, _ = objective_perturbation_noise(
+        d + 1,
+        epsilon=cal.noise_epsilon,
+        sensitivity=cal.sensitivity,
+        rng=np.random.default_rng(5),
+        jacobian_log_bound=cal.jacobian_log,
+    )  # the same draw as inside dp_objective_perturbation
+    value, deriv, _ = huber_loss(gamma)
+    ridge = np.r_[a_mu, np.full(d, lam)] + cal.extra_ridge
+    ref = _scipy_minimise(X, y, value, deriv, ridge, b / n)
+    np.testing.assert_allclose(theta, ref, atol=1e-6)
