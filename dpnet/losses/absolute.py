@@ -1,4 +1,4 @@
-"""Absolute loss and its log-smoothed MM surrogate (Hunter & Lange 2000), paper 000 sec. 3.2.
+"""Absolute loss and its log-smoothed MM surrogate (Hunter & Lange 2000), paper 1 sec. 3.2.
 
     phi_e(t) = |t| - e log(e + |t|),   phi_e'(t) = t / (e + |t|)   (|phi_e'| < 1),
     phi_e''(t) = e / (e + |t|)^2       (0 < phi_e'' <= 1/e).

@@ -1,4 +1,4 @@
-"""Huber smoothing of the absolute value (Madsen & Nielsen 1993), paper 000 eq. (3).
+"""Huber smoothing of the absolute value (Madsen & Nielsen 1993), paper 1 eq. (3).
 
     rho_g(t) = t^2 / (2 g)   if |t| <= g,        rho_g(t) = |t| - g/2   otherwise;
     rho_g'(t) = clip(t / g, -1, 1)  (|rho_g'| <= 1),
