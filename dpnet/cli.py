@@ -7,7 +7,7 @@ as arrays in this process (for large J). Same numerics, same results. MPI and th
 same pipeline on every machine (:func:`dpnet.pipeline.machine_job`), the simulator its steps
 for all machines at once (:func:`dpnet.pipeline.simulated_job`); what is left here is what
 differs between them: how machines start, and how a silent peer, an exception on one machine
-or Ctrl-C ends the job. The exit codes are in :mod:`dpnet.errors` (README, "Exit
+or Ctrl-C ends the job. The exit codes are in :mod:`dpnet.errors` (docs/cli.md, "Exit
 codes"): 0 a result, 1 an exception on some machine, 2 bad input (one line from rank 0), 3 no
 estimate, 4 the plot could not be written, 5 a neighbour went silent, 130 interrupted, 143
 terminated (SIGTERM).

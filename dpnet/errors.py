@@ -1,5 +1,5 @@
 """Exceptions with messages meant for users, each naming the problem in one line, and the
-exit codes of ``python -m dpnet.run`` (README, "Exit codes")."""
+exit codes of ``python -m dpnet.run`` (docs/cli.md, "Exit codes")."""
 
 from __future__ import annotations
 

@@ -227,7 +227,7 @@ def build_report(
     baselines: dict[str, Any] | None = None,
     cross_validation: list[CVResult] | None = None,
 ) -> dict[str, Any]:
-    """Rank 0: the results file's content (see README, "Results file"); with
+    """Rank 0: the results file's content (see docs/results-file.md); with
     ``cross_validation`` (every machine's CVResult, --cv) the fit's lambda is the selected one."""
     results = [r.result for r in releases]
     cv = None if cross_validation is None else cross_validation[0]

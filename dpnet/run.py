@@ -1,6 +1,6 @@
 """``python -m dpnet.run`` (and the ``dpnet-run`` script): the main job of :mod:`dpnet.cli`,
 ended by Ctrl-C or SIGTERM at any moment, the imports included, with one line and exit code
-130 (SIGINT) or 143 (SIGTERM) (README, "Exit codes").
+130 (SIGINT) or 143 (SIGTERM) (docs/cli.md, "Exit codes").
 
 This module imports nothing heavy, so the handlers are in place before numpy, scipy and MPI
 load (seconds on a cold cache, when an interrupt used to print a KeyboardInterrupt traceback,

@@ -118,7 +118,7 @@ def job_lines(stderr: str) -> list[str]:
 def after_signal_to_mpiexec(code: int, line: str) -> tuple[int, list[str]]:
     """(exit code, lines) of a job whose mpiexec got SIGINT or SIGTERM: hydra forwards it to
     every rank, which end with ``code`` and ``line`` (from rank 0); Open MPI's mpiexec ends
-    the ranks itself and says nothing (README, "Using your own MPI")."""
+    the ranks itself and says nothing (docs/mpi.md, "Using your own MPI")."""
     return (OPEN_MPI_SIGNALLED_EXIT, []) if mpiexec_is_open_mpi() else (code, [line])
 
 

@@ -6,7 +6,7 @@ uninterrupted one.
 The case list below is the sweep (it is rerun by CI with the suite). A moment is either a time
 after launch (``after``: the imports, MPI's start-up and set-up take ~0.5-2 s) or the round
 whose progress line rank 0 has printed (``at_round``, rounds 1..60); ``written`` is just after
-the line saying the results were written. Documented exit codes (README, "Exit codes"): 1 a
+the line saying the results were written. Documented exit codes (docs/cli.md, "Exit codes"): 1 a
 machine failed, 5 a silent neighbour, 130 SIGINT, 143 SIGTERM; 0 when the run had already
 finished; under mpiexec also the launcher's own code (:func:`_allowed_codes`).
 """

@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 IMAGE = "dpnet:demo"  # docker-compose.yml's image name
 STANDIN = "dpnet-standin-base:bookworm"
 SERVICES = ["launcher", "worker1", "worker2", "worker3", "worker4"]  # rank order
-# the README's example run: the containers must give what one host gives
+# docs/cli.md's example run: the containers must give what one host gives
 ARGS = ["--seed", "1", "--epsilon", "1", "--progress-every", "150"]
 ENDLESS = ["--tol", "1e-300", "--max-rounds", "1000000", "--progress-every", "100"]
 PEER_TIMEOUT = 8  # the fault cases' DPNET_PEER_TIMEOUT (the compose default is 30)

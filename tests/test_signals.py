@@ -2,7 +2,7 @@
 exit 130 / 143, one line (from rank 0), no traceback, no process left.
 
 Before the first ~30 ms the Python interpreter itself is starting (its ``site`` module, before
-any dpnet code): a signal there is Python's own (README, "Exit codes"); the moments below start
+any dpnet code): a signal there is Python's own (docs/cli.md, "Exit codes"); the moments below start
 after it. They cover the imports (numpy, scipy, networkx: ~0.1-1 s), MPI_Init, set-up, rounds.
 """
 
@@ -90,7 +90,7 @@ def test_mpi_signal_to_ranks_in_rounds(tmp_path, signum, ranks) -> None:  # noqa
     killed the others: mpiexec said exit 9 and rank 0 printed nothing (CI: 1 in ~10 Ctrl-Cs of
     the whole job, when one rank ended before the others). Signalled alone, a rank ends the
     job through MPI_Abort with the signal's code and the line. Every rank signalled (a
-    scheduler that signals every task; what the README tells an Open MPI user to do instead of
+    scheduler that signals every task; what docs/mpi.md tells an Open MPI user to do instead of
     signalling its mpiexec, which ends the job on its own): the same."""
     out = tmp_path / "r.json"
     job = start_job([*LONG_RUN[:-1], "--progress-every", "1", "--output", str(out)], n_ranks=4)
