@@ -95,7 +95,7 @@ MEMSET_LAM = 0.01
 MEMSET_GROUPS = 7
 
 HEADER = """
-Paper: Li Zihan & Zhang Hai, "Differentially private distributed group variable selection"
+Paper: Li Zihan & Zhang Hai, "Distributed group variable selection based on differential privacy"
 (J. Shaanxi Normal Univ. 2024; text in ../shared/papers/003_*.txt). The paper's Table 1
 (seconds) survived the text extraction and is quoted below; the numbers behind Figs. 1-6 did not
 (figures are lost: "not recoverable"), so those claims are tested against the paper's wording.
