@@ -10,9 +10,14 @@ import dataclasses
 import os
 from collections.abc import Callable
 
-from dpnet import job, run, simulation
-from dpnet.config import RunConfig
-from dpnet.decentralized.admm import ADMMConfig
+from dpnet import run
+
+if run.launched_by_open_mpi():  # before numpy's BLAS threads start: they inherit the mask
+    run._watch_launcher_teardown()
+
+from dpnet import job, simulation  # noqa: E402
+from dpnet.config import RunConfig  # noqa: E402
+from dpnet.decentralized.admm import ADMMConfig  # noqa: E402
 
 
 def _at(variable: str) -> tuple[int, int] | None:
