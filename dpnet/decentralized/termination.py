@@ -36,9 +36,13 @@ NEUTRAL = np.where(_IS_SUM, 0.0, -np.inf)
 MESSAGE_SIZE = 2 * N_STATS + 1
 
 
-def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Aggregate two statistics vectors: sum for the objective, max (NaN wins) otherwise."""
-    return np.where(_IS_SUM, a + b, np.maximum(a, b))
+def combine(own: np.ndarray, children: np.ndarray) -> np.ndarray:
+    """Aggregate a statistics vector with the rows of ``children`` (k x K, k >= 0): sums for
+    the objective, added in row order after ``own``; maxima (NaN wins) otherwise."""
+    if not len(children):
+        return own
+    rows = np.vstack([own, children])
+    return np.where(_IS_SUM, rows.sum(axis=0), rows.max(axis=0))
 
 
 @dataclass(frozen=True)
@@ -89,9 +93,12 @@ class TreeAggregator:
 
     def __init__(self, plan: TreePlan, neighbours: list[int]) -> None:
         self.plan = plan
-        self._slot = {v: k for k, v in enumerate(neighbours)}
+        slot = {v: k for k, v in enumerate(neighbours)}
+        self._child_slots = [slot[c] for c in plan.children]
+        self._parent_slot = None if plan.parent is None else slot[plan.parent]
         self._own: deque[np.ndarray] = deque(maxlen=plan.height - plan.depth + 1)
-        self._children_up = {c: NEUTRAL.copy() for c in plan.children}
+        # the children's U, one row each in the order of plan.children
+        self._children_up = np.tile(NEUTRAL, (len(plan.children), 1))
         self._down = (0.0, NEUTRAL.copy())  # (round index, G) to forward
         self._known: dict[int, np.ndarray] = {}
 
@@ -100,26 +107,21 @@ class TreeAggregator:
         h = self.plan.height - self.plan.depth
         # own statistics of round r - 1 - h: the oldest kept once the deque is full
         own = self._own[0] if len(self._own) == h + 1 else NEUTRAL
-        up = own
-        for c in self.plan.children:
-            up = combine(up, self._children_up[c])
+        up = combine(own, self._children_up)
         index, down = self._down
         return np.concatenate([up, [index], down])
 
     def receive(self, round_: int, own_stats: np.ndarray, received: np.ndarray) -> None:
         """End of round ``round_``: this machine's statistics and the neighbours' parts."""
         self._own.append(own_stats)
-        for c in self.plan.children:
-            self._children_up[c] = received[self._slot[c], :N_STATS]
-        if self.plan.parent is None:  # the root completes the wave of round r - H
-            total = self._own[0]  # own statistics of round r - H
-            for c in self.plan.children:
-                total = combine(total, self._children_up[c])
+        self._children_up = received[self._child_slots, :N_STATS]
+        if self._parent_slot is None:  # the root completes the wave of round r - H
+            total = combine(self._own[0], self._children_up)  # own of round r - H
             s = round_ - self.plan.height
             self._down = (float(s), total)
             self._known[s] = total
         else:
-            part = received[self._slot[self.plan.parent], N_STATS:]
+            part = received[self._parent_slot, N_STATS:]
             index = int(part[0])
             self._down = (float(index), part[1:])
             self._known[index] = part[1:]
@@ -130,9 +132,7 @@ class TreeAggregator:
         known = sorted(self._known)
         return {
             "own": np.array(list(self._own)).reshape(-1, N_STATS),
-            "children_up": np.array([self._children_up[c] for c in self.plan.children]).reshape(
-                -1, N_STATS
-            ),
+            "children_up": self._children_up.copy(),
             "down": np.concatenate([[self._down[0]], self._down[1]]),
             "known_rounds": np.array(known, dtype=np.int64),
             "known": np.array([self._known[r] for r in known]).reshape(-1, N_STATS),
@@ -142,10 +142,10 @@ class TreeAggregator:
         """Continue from :meth:`state` (of the same machine in the same graph)."""
         self._own.clear()
         self._own.extend(np.array(row) for row in state["own"])
-        self._children_up = {
-            c: np.array(row)
-            for c, row in zip(self.plan.children, state["children_up"], strict=True)
-        }
+        children_up = np.array(state["children_up"], dtype=float).reshape(-1, N_STATS)
+        if len(children_up) != len(self.plan.children):
+            raise ValueError("the stored statistics are not of this machine's tree")
+        self._children_up = children_up
         self._down = (float(state["down"][0]), np.array(state["down"][1:]))
         self._known = {
             int(r): np.array(row)

@@ -1,0 +1,190 @@
+"""Per-machine compute of the decentralized ADMM with every machine alone on a core: a replay.
+
+    python -m benchmarks.machine_replay                      # paper 3's Table 1 runs
+    python -m benchmarks.machine_replay --runs 20:complete --profile 0
+
+J machines sharing 2 cores (MPI ranks or threads) measure each other: a machine's CPU time per
+round then includes the caches the other machines evicted, and at J = 20 on 2 cores that
+triples it. Here the J machines of a job first run once as threads, and every buffer each
+machine receives from its neighbours is recorded; then every machine's round loop runs again,
+alone in this process (one BLAS thread), against a communicator that hands it the recorded
+buffers. The replay is the same computation (its theta and round count are checked bitwise
+against the recorded run), so its CPU time per round is what the machine spends on a core of
+its own, without any waiting for messages. Per-machine compute to the gap = rounds to the
+1e-4 gap (paper 3's Table 1) x the slowest machine's replayed CPU seconds per round.
+
+The data and solver are the job's (``benchmarks.scaling.job_argv``: synthetic model III,
+privacy off, default solver); ``--profile RANK`` prints cProfile's top functions of one
+machine's replay. Writes benchmarks/out/machine_replay.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from benchmarks.common import OUT_DIR, reference_value, rounds_to_gap, write_csv
+from benchmarks.scaling import job_argv
+from dpnet.config import parse_config
+from dpnet.decentralized.admm import MachineResult, run_machine
+from dpnet.decentralized.all_machines import randomize_all
+from dpnet.decentralized.machine import local_problem
+from dpnet.job import admm_config
+from dpnet.network.comm import Communicator, TrafficStats
+from dpnet.network.inprocess import run_in_process
+from dpnet.network.topology import build_topology
+from dpnet.setup import prepare_problem
+
+GAP = 1e-4
+TABLE1_RUNS = ("1:complete", "5:paper5", "10:complete", "20:complete")
+
+
+class RecordingCommunicator:
+    """A machine's communicator that keeps a copy of every buffer its neighbours sent."""
+
+    def __init__(self, inner: Communicator) -> None:
+        self.inner = inner
+        self.rank, self.size = inner.rank, inner.size
+        self.neighbours, self.stats = inner.neighbours, inner.stats
+        self.received: list[np.ndarray] = []
+
+    def neighbour_exchange(self, send: np.ndarray) -> np.ndarray:
+        got = self.inner.neighbour_exchange(send)
+        self.received.append(got.copy())
+        return got
+
+    def gather_to_root(self, obj: Any) -> list[Any] | None:
+        return self.inner.gather_to_root(obj)
+
+
+class ReplayCommunicator:
+    """A machine alone: each exchange returns the next recorded buffer of its neighbours."""
+
+    def __init__(self, rank: int, size: int, neighbours: list[int], received: list[np.ndarray]):
+        self.rank, self.size, self.neighbours = rank, size, neighbours
+        self.stats = TrafficStats()
+        self._received = iter(received)
+
+    def neighbour_exchange(self, send: np.ndarray) -> np.ndarray:
+        self.stats.start()
+        got = next(self._received)
+        self.stats.stop(len(self.neighbours), send.nbytes)
+        return got
+
+    def gather_to_root(self, obj: Any) -> list[Any] | None:
+        return [obj]
+
+
+def replay_job(
+    n: int,
+    n_groups: int,
+    J: int,
+    topology: str,
+    seed: int,
+    repeats: int,
+    profile: int | None = None,
+    f_star: float | None = None,
+) -> dict[str, Any]:
+    """Record a J-machine job in threads, then replay every machine alone; one CSV row.
+    ``f_star``: skglm's optimum of the job's training rows, if already known."""
+    argv = job_argv(n, n_groups, seed, 1e-6, 3000) + ["--topology", topology]
+    config = parse_config(argv)
+    graph = build_topology(topology, J, seed=config.topology_seed)
+    shards = prepare_problem(config, J).shards
+    assert shards is not None
+    keep_prob = config.keep_probability
+    crossings = randomize_all(shards, keep_prob, config.seed)
+    problems = [
+        local_problem(s, lam=config.lam, loss=config.loss, keep_prob=keep_prob, n_machines=J)
+        for s, _ in crossings
+    ]
+    admm = admm_config(config)
+    recorders: list[RecordingCommunicator | None] = [None] * J
+
+    def machine(comm: Communicator) -> MachineResult:
+        recorder = RecordingCommunicator(comm)
+        recorders[comm.rank] = recorder
+        data, groups = problems[comm.rank]
+        return run_machine(recorder, data, groups, admm, graph)
+
+    recorded = run_in_process(graph, machine)
+    cpu_per_round = []
+    for rank, (data, groups) in enumerate(problems):
+        recorder = recorders[rank]
+        assert recorder is not None
+        times = []
+        for rep in range(repeats + 1):  # the first run warms caches and is not counted
+            comm = ReplayCommunicator(rank, J, recorder.neighbours, recorder.received)
+            profiler = cProfile.Profile() if profile == rank and rep == repeats else None
+            with threadpool_limits(limits=1, user_api="blas"):
+                if profiler is not None:
+                    profiler.enable()
+                start = time.process_time()
+                result = run_machine(comm, data, groups, admm, graph)
+                cpu = time.process_time() - start - comm.stats.comm_cpu_seconds
+                if profiler is not None:
+                    profiler.disable()
+                    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+            if result.rounds != recorded[rank].rounds or not np.array_equal(
+                result.theta, recorded[rank].theta
+            ):
+                raise RuntimeError(f"machine {rank}'s replay is not the recorded run")
+            if rep:
+                times.append(cpu / result.rounds)
+        cpu_per_round.append(min(times))  # the least disturbed by other processes
+    if f_star is None:
+        full = prepare_problem(config, 1).shards
+        assert full is not None
+        f_star = reference_value(full[0].X, full[0].y_raw, full[0].group_labels, config.lam)
+    history = [{"round": h.round, "objective": h.objective} for h in recorded[0].history]
+    to_gap = rounds_to_gap(history, f_star, GAP)
+    slowest = max(cpu_per_round)
+    return {
+        "n": n,
+        "p": 3 * n_groups,
+        "J": J,
+        "topology": topology,
+        "rounds": recorded[0].rounds,
+        "rounds_to_gap": to_gap,
+        "max_machine_replay_cpu_ms_per_round": slowest * 1e3,
+        "median_machine_replay_cpu_ms_per_round": float(np.median(cpu_per_round)) * 1e3,
+        "compute_to_gap_s": float("nan") if to_gap is None else to_gap * slowest,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", nargs="+", default=list(TABLE1_RUNS), help="J:topology ...")
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--n-groups", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--profile", type=int, default=None, metavar="RANK")
+    args = parser.parse_args()
+    rows = []
+    for run in args.runs:
+        J, topology = run.split(":")
+        row = replay_job(
+            args.n, args.n_groups, int(J), topology, args.seed, args.repeats, args.profile
+        )
+        base = rows[0]["compute_to_gap_s"] if rows else row["compute_to_gap_s"]
+        row["speed_up"] = base / row["compute_to_gap_s"]
+        rows.append(row)
+        print(
+            f"J = {row['J']:3d} {topology:9s}: {row['rounds_to_gap']} rounds to gap, slowest "
+            f"machine {row['max_machine_replay_cpu_ms_per_round']:.3f} ms CPU per round alone, "
+            f"per-machine compute to gap {row['compute_to_gap_s'] * 1e3:.1f} ms, "
+            f"speed-up over the first run {row['speed_up']:.1f}",
+            flush=True,
+        )
+    write_csv(rows, OUT_DIR / "machine_replay.csv")
+
+
+if __name__ == "__main__":
+    main()
