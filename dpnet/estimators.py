@@ -67,6 +67,14 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     to exactly (``epsilon``, ``delta``): record-level DP (features and label) against every
     other machine (:mod:`dpnet.decentralized.record`, docs/privacy.md).
 
+    Under label privacy the machines fit the columns centred at their mean over all rows (the
+    features are not protected, so the mean is as public as they are): the intercept is not
+    penalized, so this moves only its parametrization (b = b_c - mean^T beta) and leaves the
+    optimum the same, while the ADMM no longer crawls along the direction an uncentred
+    column shares with the intercept (columns of mean 100: 3,000 rounds unconverged, centred:
+    37). ``coef_``, ``intercept_`` and ``machine_coefs_`` are those of the columns as given.
+    Record privacy protects the features: there the columns are used as given.
+
     ``groups``: one group id per column (the columns of a group enter and leave the model
     together; default None: one group per column). A constructor parameter, so that
     ``GridSearchCV(...).fit(X, y, groups=g)`` can give *row* groups to its splitter.
@@ -249,8 +257,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             *((self.epsilon, self.delta) if record else (label_epsilon, 0.0)),
             label=f"{type(self).__name__}.fit",
         )
+        column_means = np.zeros(X.shape[1]) if record else X.mean(axis=0)
         shards = [
-            RawShard(np.ascontiguousarray(X[idx]), y_pm1[idx], X.shape[0], group_labels, weights)
+            RawShard(X[idx] - column_means, y_pm1[idx], X.shape[0], group_labels, weights)
             for idx in split_rows(X.shape[0], self.n_machines)
         ]
         if self.backend_ == "simulated":
@@ -278,8 +287,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
                 ),
             )
         releases = [o.release for o in outcomes]
-        self.coef_, self.intercept_ = consensus_model(releases)
+        self.coef_, intercept = consensus_model(releases)
+        self.intercept_ = intercept - float(self.coef_ @ column_means)
         self.machine_coefs_ = np.stack([r.result.z for r in releases])
+        self.machine_coefs_[:, -1] -= self.machine_coefs_[:, :-1] @ column_means
         self.n_iter_ = int(releases[0].result.rounds)
         self.stop_reason_ = str(releases[0].result.stop_reason)
         if self.stop_reason_ != "converged" and not record:  # record: the rounds are the budget
