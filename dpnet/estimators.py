@@ -25,6 +25,8 @@ from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.machine import (
     RECORD_GUARANTEE,
+    column_shift,
+    column_sums,
     consensus_model,
     privacy_ledger,
     run_private_machine,
@@ -257,11 +259,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             *((self.epsilon, self.delta) if record else (label_epsilon, 0.0)),
             label=f"{type(self).__name__}.fit",
         )
-        column_means = np.zeros(X.shape[1]) if record else X.mean(axis=0)
-        shards = [
-            RawShard(X[idx] - column_means, y_pm1[idx], X.shape[0], group_labels, weights)
-            for idx in split_rows(X.shape[0], self.n_machines)
-        ]
+        parts = split_rows(X.shape[0], self.n_machines)
+        # label privacy: the machines fit the columns centred (PrivateShard.column_shift)
+        shift = None if record else column_shift([column_sums(X[i]) for i in parts], len(X))
+        shards = [RawShard(X[i], y_pm1[i], X.shape[0], group_labels, weights, shift) for i in parts]
         if self.backend_ == "simulated":
             outcomes = fit_private_shards(
                 randomize_all(
@@ -287,10 +288,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
                 ),
             )
         releases = [o.release for o in outcomes]
-        self.coef_, intercept = consensus_model(releases)
-        self.intercept_ = intercept - float(self.coef_ @ column_means)
+        self.coef_, self.intercept_ = consensus_model(releases)
         self.machine_coefs_ = np.stack([r.result.z for r in releases])
-        self.machine_coefs_[:, -1] -= self.machine_coefs_[:, :-1] @ column_means
         self.n_iter_ = int(releases[0].result.rounds)
         self.stop_reason_ = str(releases[0].result.stop_reason)
         if self.stop_reason_ != "converged" and not record:  # record: the rounds are the budget

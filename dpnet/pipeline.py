@@ -34,6 +34,7 @@ from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.cv import check_fold_counts
+from dpnet.decentralized.machine import column_sums
 from dpnet.errors import (
     EXIT_BAD_INPUT,
     DataError,
@@ -56,6 +57,7 @@ from dpnet.setup import (
     own_data_problem,
     prepare_problem,
     shard_from_own_data,
+    shift_of,
 )
 from dpnet.simulation import simulate_machines
 
@@ -160,16 +162,20 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
     if (error := world.agree(error)) is not None:
         return None, None, error
     assert own is not None
-    metas = world.allgather((own.n_samples, own.groups.tolist()))
+    # label privacy: the column sums for the fit's shift (the features are public there)
+    sums = None if config.privacy == "record" else column_sums(own.X)
+    metas = world.allgather((own.n_samples, own.groups.tolist(), sums))
     try:
-        check_own_shards(config, metas)
+        check_own_shards(config, [m[:2] for m in metas])
         if world.rank == 0:
             setup = own_data_problem(config, own.groups)
     except DpnetError as exc:
         error = str(exc)
     if (error := world.agree(error)) is not None:
         return None, None, error
-    return shard_from_own_data(own, sum(m[0] for m in metas), config), setup, None
+    total = sum(m[0] for m in metas)
+    shift = shift_of(config, [m[2] for m in metas], total)
+    return shard_from_own_data(own, total, config, shift), setup, None
 
 
 def check_own_shards(config: RunConfig, metas: list[tuple[int, list[int]]]) -> None:
@@ -195,7 +201,8 @@ def all_shards(config: RunConfig, size: int) -> tuple[list[RawShard], SetUp]:
             raise DataError(f"machine {rank}: {exc}") from None
     check_own_shards(config, [(o.n_samples, o.groups.tolist()) for o in own])
     total = sum(o.n_samples for o in own)
-    shards = [shard_from_own_data(o, total, config) for o in own]
+    shift = shift_of(config, [column_sums(o.X) for o in own], total)
+    shards = [shard_from_own_data(o, total, config, shift) for o in own]
     return shards, own_data_problem(config, own[0].groups)
 
 

@@ -35,7 +35,7 @@ from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized import boundary
 from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.machine import HOLDOUT_PART
+from dpnet.decentralized.machine import HOLDOUT_PART, column_shift, column_sums
 from dpnet.errors import ConfigError
 from dpnet.evaluation import NOISY_COUNT, PUBLIC, RANDOMIZED, EvaluationSet
 
@@ -151,6 +151,7 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
         )
     weights = group_weights(train.groups, config.group_weights)
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
+    shift = shift_of(config, [column_sums(train.X[idx]) for idx in parts], train.n_samples)
     shards = [
         RawShard(
             np.ascontiguousarray(train.X[idx]),
@@ -158,6 +159,7 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
             train.n_samples,
             train.groups,
             weights,
+            shift,
         )
         for idx in parts
     ]
@@ -207,11 +209,22 @@ def own_data_problem(config: RunConfig, groups: np.ndarray) -> SetUp:
     return SetUp(None, public, None)
 
 
-def shard_from_own_data(own: GroupData, n_total: int, config: RunConfig) -> RawShard:
+def shard_from_own_data(
+    own: GroupData, n_total: int, config: RunConfig, shift: np.ndarray | None
+) -> RawShard:
+    """A machine's RawShard of its own file; ``shift``: :func:`shift_of` the network's."""
     return RawShard(
         own.X,
         own.y,
         n_total,
         own.groups,
         group_weights(own.groups, config.group_weights),
+        shift,
     )
+
+
+def shift_of(config: RunConfig, sums: list[np.ndarray], n_total: int) -> np.ndarray | None:
+    """The columns' shift of the fit (:class:`~dpnet.decentralized.boundary.PrivateShard`):
+    their mean from every machine's :func:`column_sums` under label privacy, where the
+    features are public; None under record privacy, which protects them."""
+    return None if config.privacy == "record" else column_shift(sums, n_total)

@@ -26,6 +26,7 @@ from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
 from dpnet.decentralized.machine import (
     MachineOutcome,
     MachineRelease,
+    in_given_columns,
     local_problem,
     machine_oracle,
     theta_budget,
@@ -81,6 +82,7 @@ def fit_private_shards(
     seconds = fit.seconds / n_machines
     cpu_seconds = (time.process_time() - cpu_started) / n_machines
     outcomes, budget = [], theta_budget(admm)
+    shift = crossings[0][0].column_shift
     for j, ((data, _), (_, label_oracle)) in enumerate(zip(problems, crossings, strict=True)):
         result = MachineResult(
             rank=j,
@@ -98,5 +100,7 @@ def fit_private_shards(
             history=fit.history,
         )
         oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
+        result.theta = in_given_columns(result.theta, shift)
+        result.z = in_given_columns(result.z, shift)
         outcomes.append(MachineOutcome(MachineRelease(result, keep_prob, budget), oracle))
     return outcomes
