@@ -77,6 +77,9 @@ class MachineOutcome:
     oracle: MachineOracle | None
 
 
+LOSSES = ("logistic", "unbiased")  # unbiased: corrected for the known flip rate
+
+
 def local_problem(
     shard: PrivateShard, *, lam: float, loss: str, keep_prob: float, n_machines: int
 ) -> tuple[LocalData, GroupStructure]:
