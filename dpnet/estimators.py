@@ -320,7 +320,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                 f"stopped on {self.stop_reason_} after {self.n_iter_} rounds, not converged to "
                 f"tol={self.tol}: coef_ is not the optimum (check c, or raise max_rounds)",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,  # the caller of fit (wrapped by _fit_context)
             )
         grp_ptr, grp_indices = groups_from_labels(group_labels)
         self.objective_ = float(
