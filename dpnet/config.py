@@ -9,13 +9,15 @@ from typing import Any, NoReturn
 
 from dpnet import __version__
 from dpnet.data.labels import LabelDomain
-from dpnet.decentralized.admm import MAX_PENALTY, ADMMConfig
+from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
+from dpnet.decentralized.machine import LOSSES
 from dpnet.decentralized.record import DEFAULT_DELTA
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
 from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
+from dpnet.penalties.group import GROUP_WEIGHTS
 from dpnet.privacy.binary_rr import (
     MAX_FINITE_EPSILON,
     epsilon_from_keep_prob,
@@ -138,7 +140,7 @@ class RunConfig:
         "logistic",
         "unbiased: Natarajan et al. loss corrected for the known flip rate",
         PRIV,
-        choices=("logistic", "unbiased"),
+        choices=LOSSES,
     )
     lam: float = _opt(_ADMM.lam, "lambda in (lambda/2) sum_g w_g ||b_g||", MODEL, type=float)
     cv: int | None = _opt(
@@ -173,7 +175,7 @@ class RunConfig:
         MODEL,
         choices=CV_RULES,
     )
-    group_weights: str = _opt("ones", "w_g", MODEL, choices=("ones", "sqrt-size"))
+    group_weights: str = _opt("ones", "w_g", MODEL, choices=GROUP_WEIGHTS)
     c: float | None = _opt(
         _ADMM.c,
         "initial ADMM penalty c (default: from the graph's Laplacian spectrum, "
@@ -203,7 +205,7 @@ class RunConfig:
         "theta step: exact (newton), or --beta-steps iterations of majorize-minimize "
         "(majorized) or of gradient descent (gradient)",
         MODEL,
-        choices=("newton", "majorized", "gradient"),
+        choices=THETA_SOLVERS,
     )
     theta_rtol: float = _opt(
         _ADMM.theta_rtol,

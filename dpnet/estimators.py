@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import math
 import warnings
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from scipy.special import expit, log_expit
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet import streams
 from dpnet.data.partition import split_rows
-from dpnet.decentralized.admm import MAX_PENALTY, ADMMConfig
+from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig
 from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.machine import (
+    LOSSES,
     RECORD_GUARANTEE,
     column_shift,
     column_sums,
@@ -40,7 +43,19 @@ from dpnet.network.topology import (
     build_topology,
     validate_topology,
 )
-from dpnet.penalties.group import groups_from_labels, objective_penalty, selected_groups
+from dpnet.params import (
+    FINITE_POSITIVE,
+    OPEN_UNIT_INTERVAL,
+    POSITIVE_INT,
+    ConstrainedEstimator,
+)
+from dpnet.penalties.group import (
+    GROUP_WEIGHTS,
+    group_weights,
+    groups_from_labels,
+    objective_penalty,
+    selected_groups,
+)
 from dpnet.privacy.binary_rr import epsilon_from_keep_prob, keep_prob_from_epsilon
 from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.gaussian import composed_gaussian_multiplier
@@ -51,7 +66,7 @@ _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 ESTIMATOR_BACKENDS = ("auto", "simulated", "threads")
 
 
-class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
+class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     """Group-lasso logistic regression fitted by J simulated machines on a graph.
 
     Minimises F(beta, b) = (1/n) sum_i log(1 + exp(-y_i (x_i^T beta + b)))
@@ -97,7 +112,33 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     ``selected_groups_``, ``objective_`` (on the randomized labels; NaN under record privacy:
     not released), ``privacy_`` (the budget, the ledger), ``traffic_`` (bytes per message, per
     machine and round).
+
+    Parameters outside ``_parameter_constraints`` raise :class:`~dpnet.params.ParameterError`
+    at fit; inconsistent ones (e.g. ``privacy="record"`` without ``row_bound``) ConfigError.
     """
+
+    _parameter_constraints: dict = {
+        "lam": [FINITE_POSITIVE],
+        "groups": ["array-like", None],
+        "epsilon": [Interval(Real, 0, math.inf, closed="right")],  # inf: no privacy
+        "privacy": [StrOptions({"label", "record"})],
+        "delta": [OPEN_UNIT_INTERVAL],
+        "row_bound": [FINITE_POSITIVE, None],
+        "classes": ["array-like", None],
+        "topology": [str],
+        "n_machines": [POSITIVE_INT],
+        "group_weights": [StrOptions(set(GROUP_WEIGHTS))],
+        "loss": [StrOptions(set(LOSSES))],
+        "c": [Interval(Real, 0, MAX_PENALTY, closed="right"), None],
+        "adapt_c": ["boolean"],
+        "tol": [FINITE_POSITIVE],
+        "max_rounds": [POSITIVE_INT, None],
+        "theta_solver": [StrOptions(set(THETA_SOLVERS))],
+        "backend": [StrOptions(set(ESTIMATOR_BACKENDS))],
+        # checked where they are used: privacy.budget.charge, streams.check_seed
+        "accountant": "no_validation",
+        "random_state": "no_validation",
+    }
 
     def __init__(
         self,
@@ -149,32 +190,26 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         return tags
 
     def _keep_prob(self) -> float:
-        if not self.epsilon > 0:
-            raise ConfigError(f"epsilon must be > 0 (inf for no privacy), got {self.epsilon}")
         if self.privacy == "record" or math.isinf(self.epsilon):
             return 1.0
         return keep_prob_from_epsilon(self.epsilon)
 
     def _record_noise(self, rounds: int, seed: int | None) -> RecordNoise | None:
         """privacy="record": the theta noise for (epsilon, delta) over ``rounds``; None for
-        label privacy (ValueError on what the record mode cannot take)."""
-        if self.privacy not in ("label", "record"):
-            raise ValueError(f"privacy must be 'label' or 'record', got {self.privacy!r}")
+        label privacy (ConfigError on what the record mode cannot take)."""
         if self.privacy == "label":
             if self.row_bound is not None:
-                raise ValueError("row_bound applies to privacy='record' only")
+                raise ConfigError("row_bound applies to privacy='record' only")
             return None
-        if not 0 < self.epsilon < math.inf:
-            raise ValueError(f"privacy='record' needs a finite epsilon > 0, got {self.epsilon}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
-        if self.row_bound is None or not 0 < self.row_bound < math.inf:
-            raise ValueError(
+        if math.isinf(self.epsilon):
+            raise ConfigError("privacy='record' needs a finite epsilon, got inf")
+        if self.row_bound is None:
+            raise ConfigError(
                 "privacy='record' needs row_bound: a public bound on every row's L2 norm "
-                f"(longer rows are scaled to it), got {self.row_bound}"
+                "(longer rows are scaled to it), got None"
             )
         if self.theta_solver != "newton":
-            raise ValueError("privacy='record' needs theta_solver='newton' (the certified step)")
+            raise ConfigError("privacy='record' needs theta_solver='newton' (the certified step)")
         multiplier = composed_gaussian_multiplier(self.epsilon, self.delta, rounds)
         return RecordNoise(multiplier, self.row_bound, seed)
 
@@ -191,7 +226,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
         else:
             classes = np.asarray(self.classes)
             if classes.shape != (2,) or classes[0] == classes[1]:
-                raise ValueError("classes must be two distinct label values (negative, positive)")
+                raise ConfigError(
+                    "classes must be two distinct label values (negative, positive), "
+                    f"got {self.classes!r}"
+                )
             if not np.isin(y, classes).all():
                 raise ValueError("y holds values outside classes")
         self.classes_ = classes
@@ -200,27 +238,22 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
     def _group_labels(self, groups: Any, n_features: int) -> tuple[np.ndarray, np.ndarray]:
         ids = np.arange(n_features) if groups is None else np.asarray(groups)
         if ids.shape != (n_features,):
-            raise ValueError(
+            raise ConfigError(
                 f"groups needs one id per column ({n_features}), got shape {ids.shape}"
             )
         labels = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
-        sizes = np.bincount(labels).astype(float)
-        if self.group_weights not in ("ones", "sqrt-size"):
-            raise ValueError(
-                f"group_weights must be 'ones' or 'sqrt-size', got {self.group_weights!r}"
-            )
-        return labels, np.ones_like(sizes) if self.group_weights == "ones" else np.sqrt(sizes)
+        return labels, group_weights(labels, self.group_weights)
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any) -> DecentralizedGroupLassoLogistic:
         """Fit on rows ``X`` (split evenly over the machines) and two-class labels ``y``."""
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", y_numeric=False)
         y_pm1 = self._labels_pm1(y)
         keep_prob = self._keep_prob()
-        if self.loss not in ("logistic", "unbiased"):
-            raise ValueError(f"loss must be 'logistic' or 'unbiased', got {self.loss!r}")
         seed = streams.check_seed(self.random_state, "random_state")
         record = self.privacy == "record"
-        rounds = self.max_rounds or (DEFAULT_ROUNDS if record else _ADMM.max_rounds)
+        default_rounds = DEFAULT_ROUNDS if record else _ADMM.max_rounds
+        rounds = default_rounds if self.max_rounds is None else self.max_rounds
         noise = self._record_noise(rounds, seed)
         admm = ADMMConfig(
             lam=self.lam,
@@ -231,24 +264,13 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
             theta_solver=self.theta_solver,
             record=noise,
         )
-        if self.backend not in ESTIMATOR_BACKENDS:
-            raise ValueError(f"backend must be one of {ESTIMATOR_BACKENDS}, got {self.backend!r}")
         self.backend_ = self.backend
         if self.backend == "auto":  # the simulator runs the Newton theta step only
             self.backend_ = "simulated" if self.theta_solver == "newton" else "threads"
         if self.backend_ == "simulated" and self.theta_solver != "newton":
-            raise ValueError(
+            raise ConfigError(
                 f"theta_solver={self.theta_solver!r} needs backend='threads' (the simulated "
                 "backend runs the Newton theta step)"
-            )
-        for name in ("lam", "tol"):
-            value = getattr(self, name)
-            if not 0 < value < math.inf:
-                raise ValueError(f"{name} must be finite and > 0, got {value}")
-        if self.c is not None and not 0 < self.c <= MAX_PENALTY:
-            raise ValueError(
-                f"c must lie in (0, {MAX_PENALTY:.0e}] (a larger penalty freezes the iterates; "
-                f"None: the graph's spectral start), got {self.c}"
             )
         group_labels, weights = self._group_labels(self.groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
@@ -297,7 +319,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, BaseEstimator):
                 f"stopped on {self.stop_reason_} after {self.n_iter_} rounds, not converged to "
                 f"tol={self.tol}: coef_ is not the optimum (check c, or raise max_rounds)",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,  # the caller of fit (wrapped by _fit_context)
             )
         grp_ptr, grp_indices = groups_from_labels(group_labels)
         self.objective_ = float(

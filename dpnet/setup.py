@@ -38,6 +38,7 @@ from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.machine import HOLDOUT_PART, column_shift, column_sums
 from dpnet.errors import ConfigError
 from dpnet.evaluation import NOISY_COUNT, PUBLIC, RANDOMIZED, EvaluationSet
+from dpnet.penalties.group import group_weights
 
 if TYPE_CHECKING:
     from dp_accounting import dp_event
@@ -63,11 +64,6 @@ class SetUp:
     shards: list[RawShard] | None
     public: PublicSetUp
     holdout_raw: np.ndarray | None
-
-
-def group_weights(groups: np.ndarray, kind: str) -> np.ndarray:
-    sizes = np.bincount(groups)
-    return np.ones(len(sizes)) if kind == "ones" else np.sqrt(sizes.astype(float))
 
 
 def _labels(config: RunConfig) -> LabelDomain:

@@ -396,7 +396,7 @@ def test_scale_rows() -> None:
     # row-wise: a row's image does not depend on the other rows
     np.testing.assert_array_equal(scale_rows(X[1:2], 5.0)[0], Z[1])
     for bad in (0.0, -1.0, np.inf, np.nan):
-        with pytest.raises(ConfigError, match="positive finite"):
+        with pytest.raises(ConfigError, match="scale_rows: bound must be a finite number > 0"):
             scale_rows(X, bad)
 
 

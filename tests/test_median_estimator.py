@@ -14,7 +14,7 @@ from dpnet.baselines.median import (
     simulate_median_data,
 )
 from dpnet.baselines.median.numerics import exact_lad, ridge_lad_exact
-from dpnet.errors import ConfigError, DataError, PrivacyError
+from dpnet.errors import ConfigError, DataError
 from dpnet.privacy.ledger import PrivacyLedger
 
 
@@ -102,8 +102,8 @@ def test_run_median_baselines_is_json_and_records_releases():
         ({}, [[0.0, 0.1]], [1.0], DataError),
         ({}, [[0.0, 0.1], [0.1, 0.2]], [1.0, 2.0, 3.0], DataError),
         ({}, [0.0, 0.1], [1.0, 2.0], DataError),
-        ({"epsilon": 0.0}, None, None, PrivacyError),
-        ({"epsilon": -1.0}, None, None, PrivacyError),
+        ({"epsilon": 0.0}, None, None, ConfigError),
+        ({"epsilon": -1.0}, None, None, ConfigError),
         ({"gamma": 0.0}, None, None, ConfigError),
         ({"gamma": -0.1}, None, None, ConfigError),
         ({"x_bound": 0.0}, None, None, ConfigError),

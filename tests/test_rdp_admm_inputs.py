@@ -87,9 +87,9 @@ def test_bad_parameters(cls) -> None:
         cls(lam=-1.0, epsilon=None).fit(X, y)
     with pytest.raises(ConfigError, match="loss"):
         cls(loss="hinge", epsilon=None).fit(X, y)
-    with pytest.raises((ConfigError, PrivacyError), match="epsilon"):
+    with pytest.raises(ConfigError, match="epsilon"):
         cls(epsilon=-1.0).fit(X, y)
-    with pytest.raises(PrivacyError, match="delta"):
+    with pytest.raises(ConfigError, match="delta"):
         cls(epsilon=1.0, delta=0.0).fit(X, y)
 
 
@@ -97,7 +97,7 @@ def test_bad_noise_and_sampling() -> None:
     X, y = data()
     with pytest.raises(ConfigError, match="either epsilon or noise_multiplier"):
         SSADMMClassifier(epsilon=1.0, noise_multiplier=1.0).fit(X, y)
-    with pytest.raises(PrivacyError, match="noise_multiplier"):
+    with pytest.raises(ConfigError, match="noise_multiplier"):
         MPADMMClassifier(epsilon=None, noise_multiplier=-1.0).fit(X, y)
     with pytest.raises(ConfigError, match="sampling"):
         SSADMMClassifier(epsilon=None, sampling="shuffle").fit(X, y)

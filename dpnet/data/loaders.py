@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from dpnet.checks import positive
 from dpnet.data.dataset import GroupData
 from dpnet.data.labels import DEFAULT_LABELS, LabelDomain
 from dpnet.data.memory import check_fits
@@ -429,8 +430,7 @@ def scale_rows(X: ArrayLike, bound: float) -> np.ndarray:
     computed from the data is used to choose the scale, so the map is row-wise and its output
     bound holds for every possible data set (what sensitivity analyses need).
     """
-    if not np.isfinite(bound) or bound <= 0:
-        raise ConfigError(f"scale_rows: bound must be a positive finite number, got {bound}")
+    positive("scale_rows: bound", bound, error=ConfigError)
     Z = np.asarray(X, dtype=np.float64) / bound
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
     return np.ascontiguousarray(Z / np.maximum(norms, 1.0))

@@ -61,6 +61,11 @@ to 0 and even the rule's c r term (:func:`~dpnet.decentralized.steps.scaled_resi
 read 0: --c 1e300 stopped "converged" after 5 rounds with beta = 0."""
 
 
+THETA_SOLVERS = ("newton", "majorized", "gradient")
+"""The theta step: exact (Newton), or beta_steps iterations of majorize-minimize or of
+gradient descent."""
+
+
 @dataclass(frozen=True)
 class ADMMConfig:
     """Parameters of the decentralized ADMM and the one place of their defaults (the CLI and

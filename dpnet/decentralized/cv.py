@@ -64,9 +64,8 @@ def assign_folds(n_rows: int, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def check_fold_counts(k: int, rows: Sequence[int]) -> None:
-    """K >= 2 and every machine holds at least K rows (each fold needs a row on every machine)."""
-    if k < 2:
-        raise ConfigError(f"--cv must be >= 2 folds, got {k}")
+    """Every machine holds at least K rows (each fold needs a row on every machine); K >= 2 is
+    RunConfig.validate's."""
     smallest = min(rows)
     if k > smallest:
         j = int(np.argmin(rows))

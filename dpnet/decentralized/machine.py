@@ -77,6 +77,9 @@ class MachineOutcome:
     oracle: MachineOracle | None
 
 
+LOSSES = ("logistic", "unbiased")  # unbiased: corrected for the known flip rate
+
+
 def column_sums(X: np.ndarray) -> np.ndarray:
     """One machine's part of :func:`column_shift`: the sum of every column of its rows, added
     row after row (the same floats whatever the memory layout of ``X``)."""

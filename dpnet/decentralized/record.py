@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpnet import streams
+from dpnet.checks import positive
 from dpnet.decentralized import boundary
 from dpnet.decentralized.steps import LocalData, theta_gradient, theta_update_newton
 from dpnet.errors import ConfigError, PrivacyError
@@ -72,10 +73,8 @@ class RecordNoise:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("noise_multiplier", "row_bound"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"{name} must be finite and > 0, got {value}")
+        positive("noise_multiplier", self.noise_multiplier, error=ConfigError)
+        positive("row_bound", self.row_bound, error=ConfigError)
 
     def numerator(self, n_total: int, lipschitz: float) -> float:
         """rho * Delta(rho) = (2 L R~ / n)(1 + 2 SOLVE_FRACTION): the sensitivity at rho = 1."""

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpnet.checks import positive
 from dpnet.errors import ConfigError
 
 
 def check_width(h: float) -> None:
     """Reject a width h that is not a finite positive number."""
-    if not np.isfinite(h) or h <= 0:
-        raise ConfigError(f"huberized hinge width h must be a positive number, got {h}")
+    positive("huberized hinge width h", h, error=ConfigError)
 
 
 def huberized_hinge_loss(margin: np.ndarray, h: float = 0.5) -> np.ndarray:

@@ -23,6 +23,15 @@ def groups_from_labels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return grp_ptr, order.astype(np.int64)
 
 
+GROUP_WEIGHTS = ("ones", "sqrt-size")  # the kinds of w_g: 1, or sqrt(size of group g)
+
+
+def group_weights(labels: np.ndarray, kind: str) -> np.ndarray:
+    """w_g of every group of ``labels`` (ids 0..G-1, one per column) for a GROUP_WEIGHTS kind."""
+    sizes = np.bincount(labels)
+    return np.ones(len(sizes)) if kind == "ones" else np.sqrt(sizes.astype(float))
+
+
 def group_norms(beta: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray) -> np.ndarray:
     """||beta_g||_2 for every group, vectorised with np.add.reduceat."""
     sq = beta[grp_indices] ** 2

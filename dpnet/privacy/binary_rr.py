@@ -13,8 +13,8 @@ import math
 import numpy as np
 from scipy import special
 
+from dpnet.checks import check_rng, positive
 from dpnet.errors import PrivacyError
-from dpnet.privacy.checks import check_rng, positive
 
 MAX_FINITE_EPSILON = 36.7
 """The largest label budget (to three digits) that still flips labels: from eps = 36.7368...

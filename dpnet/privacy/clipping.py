@@ -7,18 +7,14 @@ removed, and by at most ``2 * bound`` when one row is replaced.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from dpnet.errors import DataError, PrivacyError
+from dpnet.checks import positive
+from dpnet.errors import DataError
 
 
 def _bound(bound: float) -> float:
-    b = float(bound)
-    if not (math.isfinite(b) and b > 0):
-        raise PrivacyError(f"clipping bound must be a finite positive number, got {bound}")
-    return b
+    return positive("clipping bound", bound)
 
 
 def _matrix(x: np.ndarray, name: str) -> np.ndarray:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from dpnet.checks import check_rng, positive
 from dpnet.errors import PrivacyError
-from dpnet.privacy.checks import check_rng, positive
 
 
 def _finite_values(value: np.ndarray | float) -> np.ndarray:

@@ -16,8 +16,8 @@ import math
 
 from scipy import optimize, special
 
+from dpnet.checks import positive
 from dpnet.errors import PrivacyError
-from dpnet.privacy.checks import positive
 
 
 def _analytic_gaussian_delta(sigma_over_sens: float, epsilon: float) -> float:

@@ -12,9 +12,9 @@ import math
 import numpy as np
 from dp_accounting import dp_event
 
+from dpnet.checks import check_rng, positive
 from dpnet.errors import PrivacyError
 from dpnet.privacy.binary_rr import epsilon_from_keep_prob, flip_labels
-from dpnet.privacy.checks import check_rng, positive
 from dpnet.privacy.discrete import (
     _EXACT_INT,
     MAX_SCALE,
@@ -157,9 +157,7 @@ def objective_perturbation_noise(
     sens = positive("sensitivity", sensitivity)
     if int(dim) != dim or dim < 1:
         raise PrivacyError(f"dim must be a positive integer, got {dim}")
-    jac = float(jacobian_log_bound)
-    if not (math.isfinite(jac) and jac >= 0):
-        raise PrivacyError(f"jacobian_log_bound must be finite and >= 0, got {jac}")
+    jac = positive("jacobian_log_bound", jacobian_log_bound, allow_zero=True)
     check_rng(rng)
     direction = rng.standard_normal(int(dim))
     direction /= np.linalg.norm(direction)

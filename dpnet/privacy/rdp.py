@@ -31,6 +31,7 @@ from dp_accounting import dp_event
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from scipy import optimize, special
 
+from dpnet.checks import positive
 from dpnet.errors import PrivacyError
 from dpnet.privacy import fixed_size
 from dpnet.privacy.pld import PLD_MAX_POINTS, pld_accounting
@@ -68,11 +69,10 @@ def _check_orders(orders: Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 def _check_q_sigma(q: float, noise_multiplier: float) -> tuple[float, float]:
-    q, s = float(q), float(noise_multiplier)
+    q = float(q)
     if not 0.0 <= q <= 1.0:
         raise PrivacyError(f"sampling rate q must lie in [0, 1], got {q}")
-    if not (s > 0 and math.isfinite(s)):
-        raise PrivacyError(f"noise_multiplier must be a finite positive number, got {s}")
+    s = positive("noise_multiplier", noise_multiplier)
     if not SIGMA_RANGE[0] <= s <= SIGMA_RANGE[1]:
         raise PrivacyError(
             f"noise_multiplier must lie in [{SIGMA_RANGE[0]:g}, {SIGMA_RANGE[1]:g}], got {s:g}"
@@ -395,9 +395,7 @@ def calibrate_noise_multiplier(
     the accountant's bound, and the answer is checked with the accountant itself on every
     order (on disagreement the search is redone on the accountant).
     """
-    target = float(target_epsilon)
-    if not (target > 0 and math.isfinite(target)):
-        raise PrivacyError(f"target epsilon must be a finite positive number, got {target}")
+    target = positive("target epsilon", target_epsilon)
     if not 0.0 < rtol < 0.5:
         raise PrivacyError(f"rtol must lie in (0, 0.5), got {rtol}")
     if not 0.0 < float(delta) < 1.0:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import math
 import time
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from dp_accounting import dp_event
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import Tags
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet import streams
@@ -27,7 +29,15 @@ from dpnet.baselines.median.algorithms import (
     dp_objective_perturbation,
 )
 from dpnet.baselines.median.numerics import clip_rows_safe, exact_lad
-from dpnet.errors import ConfigError, DataError, PrivacyError
+from dpnet.checks import positive
+from dpnet.errors import ConfigError, DataError
+from dpnet.params import (
+    FINITE_NON_NEGATIVE,
+    FINITE_POSITIVE,
+    OPEN_UNIT_INTERVAL,
+    POSITIVE_INT,
+    ConstrainedEstimator,
+)
 from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.clipping import clip_values
 from dpnet.privacy.ledger import PrivacyLedger
@@ -39,24 +49,11 @@ PROTECTS = "one training row (x_i, y_i)"
 
 MAX_BOUND = 1e100
 """Largest x_bound / y_bound: beyond, n x_bound^2 sums overflow (ValueError deep in a solver)."""
+_BOUND = Interval(Real, 0, MAX_BOUND, closed="right")
 
 
 class NotFittedConfigError(ConfigError, NotFittedError):
     """predict before fit: scikit-learn's NotFittedError that is also dpnet's ConfigError."""
-
-
-def _positive(name: str, value: float, error: type[Exception] = ConfigError) -> float:
-    v = float(value)
-    if not (math.isfinite(v) and v > 0):
-        raise error(f"{name} must be a finite positive number, got {value!r}")
-    return v
-
-
-def _bound(name: str, value: float) -> float:
-    v = _positive(name, value)
-    if v > MAX_BOUND:
-        raise ConfigError(f"{name} must be at most {MAX_BOUND:g}, got {value!r}")
-    return v
 
 
 def _validated(est: BaseEstimator, X: Any, y: Any = None, *, reset: bool) -> Any:
@@ -71,7 +68,7 @@ def _validated(est: BaseEstimator, X: Any, y: Any = None, *, reset: bool) -> Any
         raise DataError(str(exc)) from None
 
 
-class DPMedianRegressor(RegressorMixin, BaseEstimator):
+class DPMedianRegressor(RegressorMixin, ConstrainedEstimator):
     """Differentially private median (LAD) regression, a scikit-learn regressor.
 
     method: "objective" (Alg. 1, objective perturbation of the Huber-smoothed loss, width
@@ -91,9 +88,32 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
     epsilon before the fit (``BudgetExceeded`` if past its cap; "exact" is not private: inf).
     random_state: an int (reproducible; whoever knows it can recompute the noise) or None (OS
     entropy); every fit draws from a new stream (:func:`dpnet.streams.estimator_stream`), kept
-    by nothing after the fit. Parameters are validated in fit. After fit: coef_, intercept_,
-    privacy_ (the ledger's dict), n_features_in_ (and feature_names_in_ for named columns).
+    by nothing after the fit. Parameters are validated in fit: outside
+    ``_parameter_constraints`` a :class:`~dpnet.params.ParameterError`, inconsistent ones a
+    ConfigError. After fit: coef_, intercept_, privacy_ (the ledger's dict), n_features_in_
+    (and feature_names_in_ for named columns).
     """
+
+    _parameter_constraints: dict = {
+        "method": [StrOptions(set(METHODS))],
+        "epsilon": [FINITE_POSITIVE],
+        "lam": [FINITE_NON_NEGATIVE],
+        "x_bound": [_BOUND],
+        "y_bound": [_BOUND, None],
+        "gamma": [FINITE_POSITIVE],
+        "e": [FINITE_POSITIVE],
+        "tol": [FINITE_POSITIVE],
+        "max_iter": [POSITIVE_INT],
+        "n_splits": [POSITIVE_INT],
+        "step": [FINITE_POSITIVE],
+        "beta_bound": [FINITE_POSITIVE],
+        "init": [StrOptions({"zero", "private"}), "array-like"],
+        "init_share": [OPEN_UNIT_INTERVAL],
+        "intercept_ridge": [FINITE_POSITIVE, None],
+        # checked where they are used: privacy.budget.charge, streams.check_seed
+        "accountant": "no_validation",
+        "random_state": "no_validation",
+    }
 
     def __init__(
         self,
@@ -141,46 +161,20 @@ class DPMedianRegressor(RegressorMixin, BaseEstimator):
         return tags
 
     def _check_params(self, n: int, d: int) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
-        lam = float(self.lam)
-        if not (math.isfinite(lam) and lam >= 0):
-            raise ConfigError(f"lam must be finite and >= 0, got {self.lam!r}")
-        _bound("x_bound", self.x_bound)
-        if self.y_bound is not None:
-            _bound("y_bound", self.y_bound)
-        if self.method == "exact":
-            return
-        _positive("epsilon", self.epsilon, PrivacyError)
-        if lam == 0 and self.method != "coordinate":
+        """What the constraints cannot say: combinations, and limits set by the data."""
+        if self.lam == 0 and self.method in ("objective", "irls"):
             raise ConfigError(f"method {self.method!r} needs lam > 0 (strong convexity)")
-        if self.intercept_ridge is not None:
-            _positive("intercept_ridge", self.intercept_ridge)
-        if self.method == "objective":
-            _positive("gamma", self.gamma)
-        elif self.method == "irls":
-            _positive("e", self.e)
-            _positive("tol", self.tol)
-            if int(self.max_iter) != self.max_iter or self.max_iter < 1:
-                raise ConfigError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        else:
-            self._check_coordinate(n, d)
-
-    def _check_coordinate(self, n: int, d: int) -> None:
+        if self.method != "coordinate":
+            return
         if self.y_bound is None:
             raise ConfigError("method 'coordinate' needs y_bound (its mu update sums raw y)")
-        _positive("step", self.step)
-        _positive("beta_bound", self.beta_bound)
-        if int(self.n_splits) != self.n_splits or not 1 <= self.n_splits <= n:
+        if self.n_splits > n:
             raise ConfigError(f"n_splits must be an integer in [1, n={n}], got {self.n_splits!r}")
-        if isinstance(self.init, str):
-            if self.init not in ("zero", "private"):
-                raise ConfigError(f"init must be 'zero', 'private' or an array, got {self.init!r}")
-            if self.init == "private" and not 0 < float(self.init_share) < 1:
-                raise ConfigError(f"init_share must lie in (0, 1), got {self.init_share!r}")
-        elif np.shape(self.init) != (d + 1,) or not np.all(np.isfinite(self.init)):
+        init_array = not isinstance(self.init, str)
+        if init_array and (np.shape(self.init) != (d + 1,) or not np.all(np.isfinite(self.init))):
             raise ConfigError(f"init array must be finite with shape ({d + 1},) = (mu, beta)")
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any, ledger: PrivacyLedger | None = None) -> DPMedianRegressor:
         """Fit on (X, y); every release is recorded in ``ledger`` (a new one if None).
 
@@ -341,7 +335,7 @@ def run_median_baselines(
     DP fits compose sequentially: 3 epsilon). The data are synthetic (drawn from ``seed``;
     None: OS entropy, so that nobody can recompute the noise).
     """
-    eps = _positive("epsilon", epsilon, PrivacyError)
+    eps = positive("epsilon", epsilon)
     if int(n_samples) != n_samples or n_samples < 2 * PAPER_PARAMS["n_splits"]:
         raise ConfigError(f"n_samples must be an integer >= 80, got {n_samples!r}")
     ledger = PrivacyLedger() if ledger is None else ledger

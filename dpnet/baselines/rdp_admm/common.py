@@ -16,14 +16,21 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import ClassifierMixin
 from sklearn.utils import Tags
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet.errors import ConfigError, DataError
 from dpnet.losses.margin import HuberizedHinge, Logistic, MarginLoss
+from dpnet.params import (
+    FINITE_NON_NEGATIVE,
+    FINITE_POSITIVE,
+    OPEN_UNIT_INTERVAL,
+    ConstrainedEstimator,
+)
 from dpnet.penalties.l1 import soft_threshold
 from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.clipping import clip_rows_l2
@@ -136,35 +143,40 @@ class BatchSampler:
         return np.flatnonzero(self.rng.random(self.n) < self.q)
 
 
-def check_positive(name: str, value: float, allow_zero: bool = False) -> float:
-    """Reject non-finite and non-positive (or negative, with allow_zero) parameters."""
-    v = float(value)
-    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(f"{name} must be a finite number {bound}, got {value}")
-    return v
-
-
-def check_int(name: str, value: int, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+GAUSSIAN_NOISE_CONSTRAINTS: dict = {
+    "noise_multiplier": [FINITE_NON_NEGATIVE, None],
+    "clip": [FINITE_POSITIVE],
+}
+"""Parameter constraints of the four classifiers that release with Gaussian noise."""
 
 
 def _logistic(estimator: DPLinearClassifier) -> bool:
     return estimator.loss == "logistic"
 
 
-class DPLinearClassifier(ClassifierMixin, BaseEstimator):
+class DPLinearClassifier(ClassifierMixin, ConstrainedEstimator):
     """Base of the five classifiers: a binary scikit-learn classifier with decision function
     s^T w (no intercept: add a constant column to the features).
 
-    Subclasses store parameters in ``__init__`` and validate them in ``fit``, which starts with
+    Subclasses store parameters in ``__init__``, extend ``_parameter_constraints`` (checked as
+    ``fit`` starts, :mod:`dpnet.params`) and start ``fit`` with
     :meth:`_validate_training_data`: dense finite float64 X (sparse input is refused with
     scikit-learn's TypeError, NaN/inf with a DataError), ``n_features_in_``, ``classes_`` in the
     user's labels, and rows clipped to the public, data-independent row bound (as diffprivlib
     clips to its ``data_norm``). ``coef_`` marks a fitted model.
     """
+
+    _parameter_constraints: dict = {
+        "lam": [FINITE_NON_NEGATIVE],
+        "loss": [StrOptions(set(LOSS_NAMES))],
+        "huber_h": [FINITE_POSITIVE],
+        "epsilon": [FINITE_POSITIVE, None],
+        "delta": [OPEN_UNIT_INTERVAL],
+        "row_bound": [FINITE_POSITIVE],
+        # checked where they are used: privacy.budget.charge, streams.check_seed
+        "accountant": "no_validation",
+        "random_state": "no_validation",
+    }
 
     coef_: np.ndarray
     classes_: np.ndarray

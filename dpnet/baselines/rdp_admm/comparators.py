@@ -33,12 +33,12 @@ import math
 import numpy as np
 from dp_accounting import dp_event
 from numpy.typing import ArrayLike
+from sklearn.base import _fit_context
 
 from dpnet import streams
 from dpnet.baselines.rdp_admm.common import (
+    GAUSSIAN_NOISE_CONSTRAINTS,
     DPLinearClassifier,
-    check_int,
-    check_positive,
     clipped_gradient_sum,
     get_loss,
     linearised_x_update,
@@ -46,8 +46,9 @@ from dpnet.baselines.rdp_admm.common import (
     release,
     zy_update,
 )
-from dpnet.baselines.rdp_admm.privacy import check_delta, gaussian_composition_privacy
+from dpnet.baselines.rdp_admm.privacy import gaussian_composition_privacy
 from dpnet.errors import PrivacyError
+from dpnet.params import FINITE_POSITIVE, POSITIVE_INT
 from dpnet.penalties.l1 import soft_threshold
 from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.ledger import PrivacyLedger
@@ -73,6 +74,15 @@ class DPADMMClassifier(DPLinearClassifier):
     row_bound, random_state. coef_ = z after the last iteration.
     """
 
+    _parameter_constraints: dict = {
+        **DPLinearClassifier._parameter_constraints,
+        **GAUSSIAN_NOISE_CONSTRAINTS,
+        "n_parties": [POSITIVE_INT],
+        "n_iter": [POSITIVE_INT],
+        "eta": [FINITE_POSITIVE, None],
+        "rho": [FINITE_POSITIVE],
+    }
+
     def __init__(
         self,
         lam: float = 1e-4,
@@ -97,18 +107,13 @@ class DPADMMClassifier(DPLinearClassifier):
         self.accountant = accountant
         self.clip, self.row_bound, self.random_state = clip, row_bound, random_state
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike) -> DPADMMClassifier:
         """Run n_iter noisy consensus iterations; sets coef_, privacy_, history_."""
-        lam = check_positive("lam", self.lam, allow_zero=True)
-        rho, clip = check_positive("rho", self.rho), check_positive("clip", self.clip)
-        bound = check_positive("row_bound", self.row_bound)
-        iters, parties = check_int("n_iter", self.n_iter), check_int("n_parties", self.n_parties)
+        lam, rho, clip, bound = self.lam, self.rho, self.clip, self.row_bound
+        iters, parties = self.n_iter, self.n_parties
         loss = get_loss(self.loss, self.huber_h)
-        eta = (
-            1.0 / (loss.curvature_bound * bound**2)
-            if self.eta is None
-            else check_positive("eta", self.eta)
-        )
+        eta = 1.0 / (loss.curvature_bound * bound**2) if self.eta is None else self.eta
         A, ypm = self._validate_training_data(X, y, bound)
         n, p = A.shape
         if parties > n:
@@ -156,6 +161,13 @@ class ADMMObjPClassifier(DPLinearClassifier):
     ``guarantee`` = :data:`OBJP_GUARANTEE`; the epsilon objective perturbation would give an
     exact minimiser is ``epsilon_if_exact_minimiser`` (event ``nominal_privacy_event_``).
     """
+
+    _parameter_constraints: dict = {
+        **DPLinearClassifier._parameter_constraints,
+        "n_iter": [POSITIVE_INT],
+        "inner_epochs": [POSITIVE_INT],
+        "rho": [FINITE_POSITIVE],
+    }
 
     def __init__(
         self,
@@ -217,24 +229,18 @@ class ADMMObjPClassifier(DPLinearClassifier):
             )
         return out
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike) -> ADMMObjPClassifier:
         """Run n_iter perturbed ADMM iterations; sets coef_, privacy_, history_."""
-        lam, rho = check_positive("lam", self.lam, allow_zero=True), check_positive("rho", self.rho)
-        bound = check_positive("row_bound", self.row_bound)
-        iters = check_int("n_iter", self.n_iter)
-        inner = check_int("inner_epochs", self.inner_epochs)
-        delta = check_delta(self.delta)
+        lam, rho, bound, delta = self.lam, self.rho, self.row_bound, self.delta
+        iters, inner = self.n_iter, self.inner_epochs
         loss = get_loss(self.loss, self.huber_h)
         A, ypm = self._validate_training_data(X, y, bound)
         n, p = A.shape
         curv = loss.curvature_bound * bound**2
         jac = 2.0 * math.log1p(curv / (n * rho))
         private = self.epsilon is not None
-        eps_iter = (
-            check_positive("epsilon", self.epsilon) / iters
-            if self.epsilon is not None  # private
-            else math.inf
-        )
+        eps_iter = math.inf if self.epsilon is None else self.epsilon / iters
         if private and eps_iter <= jac:
             raise PrivacyError(
                 f"epsilon/n_iter = {eps_iter:.3g} does not exceed the Jacobian term {jac:.3g}; "

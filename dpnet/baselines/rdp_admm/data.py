@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
+from dpnet.checks import positive
 from dpnet.errors import ConfigError
 
 N_FEATURES = 100
@@ -34,8 +35,7 @@ def make_synthetic(
     """(X, y): X of shape (n, p + 1) with rows in the unit ball (intercept last), y in {-1, +1}."""
     if n_samples < 1:
         raise ConfigError(f"n_samples must be >= 1, got {n_samples}")
-    if not np.isfinite(radius) or radius <= 0:
-        raise ConfigError(f"radius must be a positive number, got {radius}")
+    positive("radius", radius, error=ConfigError)
     # AR(1) with coefficient 0.5 and unit marginal variance has covariance 0.5^|i-j|.
     e = rng.standard_normal((n_samples, n_features))
     s = np.empty_like(e)

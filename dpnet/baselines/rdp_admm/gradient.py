@@ -26,13 +26,15 @@ from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import StrOptions
 
 from dpnet import streams
 from dpnet.baselines.rdp_admm.common import (
+    GAUSSIAN_NOISE_CONSTRAINTS,
+    SAMPLINGS,
     BatchSampler,
     DPLinearClassifier,
-    check_int,
-    check_positive,
     clipped_gradient_sum,
     get_loss,
     linearised_x_update,
@@ -40,6 +42,7 @@ from dpnet.baselines.rdp_admm.common import (
     zy_update,
 )
 from dpnet.baselines.rdp_admm.privacy import sampled_gaussian_privacy
+from dpnet.params import FINITE_POSITIVE, POSITIVE_INT
 from dpnet.penalties.l1 import soft_threshold
 from dpnet.privacy.budget import BudgetAccountant
 from dpnet.privacy.mechanisms import gaussian_mechanism
@@ -49,6 +52,14 @@ class _GradientPerturbationClassifier(DPLinearClassifier):
     """Fit loop shared by ssADMM and DP-SGD; subclasses define the update from g~."""
 
     _method = ""
+    _parameter_constraints: dict = {
+        **DPLinearClassifier._parameter_constraints,
+        **GAUSSIAN_NOISE_CONSTRAINTS,
+        "n_epochs": [POSITIVE_INT],
+        "batch_size": [POSITIVE_INT, None],
+        "sampling": [StrOptions(set(SAMPLINGS))],
+        "eta0": [FINITE_POSITIVE],
+    }
 
     def _start(self, p: int) -> dict[str, np.ndarray]:
         raise NotImplementedError
@@ -59,18 +70,16 @@ class _GradientPerturbationClassifier(DPLinearClassifier):
     def _output(self, state: dict[str, np.ndarray]) -> np.ndarray:
         raise NotImplementedError
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike) -> _GradientPerturbationClassifier:
         """Run n_epochs expected epochs; sets coef_, classes_, privacy_, history_."""
-        lam = check_positive("lam", self.lam, allow_zero=True)
-        clip = check_positive("clip", self.clip)
-        eta0 = check_positive("eta0", self.eta0)
-        epochs = check_int("n_epochs", self.n_epochs)
+        lam, clip, eta0, epochs = self.lam, self.clip, self.eta0, self.n_epochs
         loss = get_loss(self.loss, self.huber_h)
-        A, ypm = self._validate_training_data(X, y, check_positive("row_bound", self.row_bound))
+        A, ypm = self._validate_training_data(X, y, self.row_bound)
         n, p = A.shape
         m = max(1, round(math.sqrt(n))) if self.batch_size is None else self.batch_size
         rng = streams.estimator_stream(self.random_state)
-        sampler = BatchSampler(self.sampling, n, check_int("batch_size", m), rng)
+        sampler = BatchSampler(self.sampling, n, m, rng)
         per_epoch = math.ceil(n / sampler.batch_size)
         self.privacy_, self.privacy_event_ = sampled_gaussian_privacy(
             method=self._method,
@@ -119,6 +128,10 @@ class SSADMMClassifier(_GradientPerturbationClassifier):
     """
 
     _method = "ssADMM"
+    _parameter_constraints: dict = {
+        **_GradientPerturbationClassifier._parameter_constraints,
+        "rho": [FINITE_POSITIVE],
+    }
 
     def __init__(
         self,
@@ -147,7 +160,6 @@ class SSADMMClassifier(_GradientPerturbationClassifier):
         self.random_state = random_state
 
     def _start(self, p: int) -> dict[str, np.ndarray]:
-        check_positive("rho", self.rho)
         return {"x": np.zeros(p), "z": np.zeros(p), "y": np.zeros(p)}
 
     def _update(self, state: dict[str, np.ndarray], grad: np.ndarray, eta: float) -> None:

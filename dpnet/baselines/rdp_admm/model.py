@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import StrOptions
 
 from dpnet import streams
 from dpnet.baselines.rdp_admm.common import (
+    GAUSSIAN_NOISE_CONSTRAINTS,
     DPLinearClassifier,
-    check_int,
-    check_positive,
     clipped_gradient_sum,
     get_loss,
     linearised_x_update,
@@ -42,8 +43,8 @@ from dpnet.baselines.rdp_admm.common import (
     zy_update,
 )
 from dpnet.baselines.rdp_admm.privacy import gaussian_composition_privacy
-from dpnet.errors import ConfigError
 from dpnet.losses.margin import MarginLoss
+from dpnet.params import FINITE_POSITIVE, POSITIVE_INT
 from dpnet.privacy.budget import BudgetAccountant
 
 PERTURB_MODES = ("x", "xzy")
@@ -86,6 +87,15 @@ class MPADMMClassifier(DPLinearClassifier):
     after each epoch; a diagnostic, not a private release).
     """
 
+    _parameter_constraints: dict = {
+        **DPLinearClassifier._parameter_constraints,
+        **GAUSSIAN_NOISE_CONSTRAINTS,
+        "n_epochs": [POSITIVE_INT],
+        "eta": [FINITE_POSITIVE, None],
+        "rho": [FINITE_POSITIVE],
+        "perturb": [StrOptions(set(PERTURB_MODES))],
+    }
+
     def __init__(
         self,
         lam: float = 1e-4,
@@ -110,20 +120,13 @@ class MPADMMClassifier(DPLinearClassifier):
         self.accountant = accountant
         self.row_bound, self.perturb, self.random_state = row_bound, perturb, random_state
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: ArrayLike, y: ArrayLike) -> MPADMMClassifier:
         """Run n_epochs perturbed full-batch epochs; sets coef_, privacy_, history_."""
-        lam = check_positive("lam", self.lam, allow_zero=True)
-        rho, clip = check_positive("rho", self.rho), check_positive("clip", self.clip)
-        bound = check_positive("row_bound", self.row_bound)
-        epochs = check_int("n_epochs", self.n_epochs)
-        if self.perturb not in PERTURB_MODES:
-            raise ConfigError(f"perturb must be one of {PERTURB_MODES}, got {self.perturb!r}")
+        lam, rho, clip, bound = self.lam, self.rho, self.clip, self.row_bound
+        epochs = self.n_epochs
         loss = get_loss(self.loss, self.huber_h)
-        eta = (
-            1.0 / (loss.curvature_bound * bound**2)
-            if self.eta is None
-            else check_positive("eta", self.eta)
-        )
+        eta = 1.0 / (loss.curvature_bound * bound**2) if self.eta is None else self.eta
         A, ypm = self._validate_training_data(X, y, bound)
         n, p = A.shape
         dx, dz, dy = mpadmm_sensitivities(n, eta, rho, clip)

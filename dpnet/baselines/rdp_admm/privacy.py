@@ -25,7 +25,7 @@ import numpy as np
 from dp_accounting import dp_event
 
 from dpnet.baselines.rdp_admm.common import BatchSampler
-from dpnet.errors import ConfigError, PrivacyError
+from dpnet.errors import ConfigError
 from dpnet.privacy.rdp import (
     DEFAULT_ORDERS,
     calibrate_noise_multiplier,
@@ -75,30 +75,18 @@ def _full_batch_pld(z: float, steps: int, k: int, delta: float) -> float | None:
     return pld_epsilon(_full_batch_event(z, steps, k), delta)
 
 
-def check_delta(delta: float) -> float:
-    d = float(delta)
-    if not (0.0 < d < 1.0):
-        raise PrivacyError(f"delta must be in (0, 1), got {delta}")
-    return d
-
-
 def resolve_noise_multiplier(
     epsilon: float | None, noise_multiplier: float | None, calibrate: Callable[[float], float]
 ) -> float:
-    """z from exactly one of epsilon (calibrated) or noise_multiplier; both None means z = 0."""
+    """z from exactly one of epsilon (calibrated) or noise_multiplier; both None means z = 0.
+    Their values are the estimators' to check (``_parameter_constraints``)."""
     if epsilon is not None and noise_multiplier is not None:
         raise ConfigError("give either epsilon or noise_multiplier, not both")
     if noise_multiplier is not None:
-        z = float(noise_multiplier)
-        if not (math.isfinite(z) and z >= 0):
-            raise PrivacyError(f"noise_multiplier must be finite and >= 0, got {noise_multiplier}")
-        return z
+        return float(noise_multiplier)
     if epsilon is None:
         return 0.0
-    eps = float(epsilon)
-    if not (math.isfinite(eps) and eps > 0):
-        raise PrivacyError(f"epsilon must be a finite number > 0, got {epsilon}")
-    return float(calibrate(eps))
+    return float(calibrate(float(epsilon)))
 
 
 def _report(
@@ -145,7 +133,6 @@ def sampled_gaussian_privacy(
     noise_multiplier: float | None,
 ) -> tuple[dict[str, Any], dp_event.DpEvent]:
     """Calibrate z (if epsilon is given) and account T sampled-Gaussian steps of the sampler."""
-    delta = check_delta(delta)
     kw: dict[str, Any] = {
         "sampling": sampler.sampling,
         "q": sampler.q,
@@ -194,7 +181,6 @@ def gaussian_composition_privacy(
 ) -> tuple[dict[str, Any], dp_event.DpEvent]:
     """T steps of ``k`` full-batch Gaussian releases, each with noise z times its own
     replace-one sensitivity: RDP T k alpha / (2 z^2); PLD of the same composition."""
-    delta = check_delta(delta)
     k = releases_per_step
     z = resolve_noise_multiplier(
         epsilon, noise_multiplier, lambda eps: _calibrate(eps, delta, "fixed", 1.0, steps * k, n)
