@@ -39,17 +39,30 @@ from dpnet.privacy.mechanisms import gaussian_mechanism
 LOSS_NAMES = ("logistic", "huberized_hinge")
 SAMPLINGS = ("fixed", "poisson")
 PUBLIC_CLASSES = ((-1, 1), (0, 1))
+# the defaults the five classifiers share (paper 2's settings)
+DEFAULT_LAM = 1e-4
+DEFAULT_HUBER_H = 0.5
+DEFAULT_EPSILON = 1.0
+DEFAULT_DELTA = 1e-8
+DEFAULT_CLIP = 1.0
+DEFAULT_ROW_BOUND = 1.0
 """Label pairs taken as public: y within one of them gets it as classes_ even if a class is
 absent from the data, so classes_ reveals nothing about the rows."""
 
 
-def get_loss(name: str, huber_h: float = 0.5) -> MarginLoss:
+def get_loss(name: str, huber_h: float = DEFAULT_HUBER_H) -> MarginLoss:
     """The logistic loss (c = 1/4) or the huberized hinge of width h (c = 1/(2h))."""
     if name == "logistic":
         return Logistic()
     if name == "huberized_hinge":
         return HuberizedHinge(huber_h)
     raise ConfigError(f"loss must be one of {LOSS_NAMES}, got {name!r}")
+
+
+def smoothness(loss: MarginLoss, row_bound: float) -> float:
+    """L = c R^2: a bound on the curvature of one row's loss l(y s^T w) in w, for rows of norm
+    <= R and l'' <= c (1/L is the default gradient step)."""
+    return loss.curvature_bound * row_bound**2
 
 
 def encode_labels(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -37,6 +37,12 @@ from sklearn.base import _fit_context
 
 from dpnet import streams
 from dpnet.baselines.rdp_admm.common import (
+    DEFAULT_CLIP,
+    DEFAULT_DELTA,
+    DEFAULT_EPSILON,
+    DEFAULT_HUBER_H,
+    DEFAULT_LAM,
+    DEFAULT_ROW_BOUND,
     GAUSSIAN_NOISE_CONSTRAINTS,
     DPLinearClassifier,
     clipped_gradient_sum,
@@ -44,6 +50,7 @@ from dpnet.baselines.rdp_admm.common import (
     linearised_x_update,
     objective,
     release,
+    smoothness,
     zy_update,
 )
 from dpnet.baselines.rdp_admm.privacy import gaussian_composition_privacy
@@ -85,19 +92,19 @@ class DPADMMClassifier(DPLinearClassifier):
 
     def __init__(
         self,
-        lam: float = 1e-4,
+        lam: float = DEFAULT_LAM,
         *,
         loss: str = "logistic",
-        huber_h: float = 0.5,
-        epsilon: float | None = 1.0,
-        delta: float = 1e-8,
+        huber_h: float = DEFAULT_HUBER_H,
+        epsilon: float | None = DEFAULT_EPSILON,
+        delta: float = DEFAULT_DELTA,
         noise_multiplier: float | None = None,
         n_parties: int = 2,
         n_iter: int = 20,
         eta: float | None = None,
         rho: float = 0.5,
-        clip: float = 1.0,
-        row_bound: float = 1.0,
+        clip: float = DEFAULT_CLIP,
+        row_bound: float = DEFAULT_ROW_BOUND,
         accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
     ):
@@ -113,7 +120,7 @@ class DPADMMClassifier(DPLinearClassifier):
         lam, rho, clip, bound = self.lam, self.rho, self.clip, self.row_bound
         iters, parties = self.n_iter, self.n_parties
         loss = get_loss(self.loss, self.huber_h)
-        eta = 1.0 / (loss.curvature_bound * bound**2) if self.eta is None else self.eta
+        eta = 1.0 / smoothness(loss, bound) if self.eta is None else self.eta
         A, ypm = self._validate_training_data(X, y, bound)
         n, p = A.shape
         if parties > n:
@@ -171,16 +178,16 @@ class ADMMObjPClassifier(DPLinearClassifier):
 
     def __init__(
         self,
-        lam: float = 1e-4,
+        lam: float = DEFAULT_LAM,
         *,
         loss: str = "logistic",
-        huber_h: float = 0.5,
-        epsilon: float | None = 1.0,
-        delta: float = 1e-8,
+        huber_h: float = DEFAULT_HUBER_H,
+        epsilon: float | None = DEFAULT_EPSILON,
+        delta: float = DEFAULT_DELTA,
         n_iter: int = 10,
         inner_epochs: int = 20,
         rho: float = 0.5,
-        row_bound: float = 1.0,
+        row_bound: float = DEFAULT_ROW_BOUND,
         accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
     ):
@@ -237,7 +244,7 @@ class ADMMObjPClassifier(DPLinearClassifier):
         loss = get_loss(self.loss, self.huber_h)
         A, ypm = self._validate_training_data(X, y, bound)
         n, p = A.shape
-        curv = loss.curvature_bound * bound**2
+        curv = smoothness(loss, bound)
         jac = 2.0 * math.log1p(curv / (n * rho))
         private = self.epsilon is not None
         eps_iter = math.inf if self.epsilon is None else self.epsilon / iters

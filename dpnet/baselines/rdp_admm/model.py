@@ -33,6 +33,12 @@ from sklearn.utils._param_validation import StrOptions
 
 from dpnet import streams
 from dpnet.baselines.rdp_admm.common import (
+    DEFAULT_CLIP,
+    DEFAULT_DELTA,
+    DEFAULT_EPSILON,
+    DEFAULT_HUBER_H,
+    DEFAULT_LAM,
+    DEFAULT_ROW_BOUND,
     GAUSSIAN_NOISE_CONSTRAINTS,
     DPLinearClassifier,
     clipped_gradient_sum,
@@ -40,6 +46,7 @@ from dpnet.baselines.rdp_admm.common import (
     linearised_x_update,
     objective,
     release,
+    smoothness,
     zy_update,
 )
 from dpnet.baselines.rdp_admm.privacy import gaussian_composition_privacy
@@ -98,18 +105,18 @@ class MPADMMClassifier(DPLinearClassifier):
 
     def __init__(
         self,
-        lam: float = 1e-4,
+        lam: float = DEFAULT_LAM,
         *,
         loss: str = "logistic",
-        huber_h: float = 0.5,
-        epsilon: float | None = 1.0,
-        delta: float = 1e-8,
+        huber_h: float = DEFAULT_HUBER_H,
+        epsilon: float | None = DEFAULT_EPSILON,
+        delta: float = DEFAULT_DELTA,
         noise_multiplier: float | None = None,
         n_epochs: int = 20,
         eta: float | None = None,
         rho: float = 0.5,
-        clip: float = 1.0,
-        row_bound: float = 1.0,
+        clip: float = DEFAULT_CLIP,
+        row_bound: float = DEFAULT_ROW_BOUND,
         perturb: str = "x",
         accountant: BudgetAccountant | None = None,
         random_state: int | None = None,
@@ -126,7 +133,7 @@ class MPADMMClassifier(DPLinearClassifier):
         lam, rho, clip, bound = self.lam, self.rho, self.clip, self.row_bound
         epochs = self.n_epochs
         loss = get_loss(self.loss, self.huber_h)
-        eta = 1.0 / (loss.curvature_bound * bound**2) if self.eta is None else self.eta
+        eta = 1.0 / smoothness(loss, bound) if self.eta is None else self.eta
         A, ypm = self._validate_training_data(X, y, bound)
         n, p = A.shape
         dx, dz, dy = mpadmm_sensitivities(n, eta, rho, clip)
