@@ -44,6 +44,7 @@ from typing import cast
 
 import networkx as nx
 import numpy as np
+from scipy.linalg.lapack import dpotrf, dpotri
 
 from dpnet.decentralized.admm import (
     NO_CHANGES,
@@ -278,6 +279,21 @@ class KeptMatrices:
         )
 
 
+def _spd_inverses(hess: np.ndarray) -> np.ndarray:
+    """H_k^{-1} for a stack of symmetric positive definite H_k, from their Cholesky factors
+    (LAPACK dpotrf, dpotri: d^3 flops against LU's 2 d^3); NaN where H_k is not numerically
+    positive definite, as ``ChordNewton``'s factor (a non-finite iterate: the stop rule's)."""
+    out = np.empty_like(hess)
+    for k, h in enumerate(hess):
+        factor, info = dpotrf(h, lower=1, clean=0)
+        if info == 0:
+            factor, info = dpotri(factor, lower=1)  # the lower triangle of H_k^{-1}
+        out[k] = factor if info == 0 else np.nan
+    lower = np.tril_indices(hess.shape[1], -1)
+    out[:, lower[1], lower[0]] = out[:, lower[0], lower[1]]
+    return out
+
+
 @dataclass
 class StackedPoints:
     """Every machine's :class:`~dpnet.decentralized.steps.DescentPoint`: at theta (J, dim) the
@@ -383,7 +399,7 @@ def theta_update_newton_batched(
             kept.hess[new], kept.rho[new], kept.kept[new] = hess, rho[new], True
             keeps = kept.chords[new]
             if keeps.any():
-                kept.inverse[new[keeps]] = np.linalg.inv(hess[keeps])
+                kept.inverse[new[keeps]] = _spd_inverses(hess[keeps])
         last_norm[new] = np.inf
         last_norm[active[~form]] = norm[~form]
         chords = kept.chords[active]
@@ -398,15 +414,15 @@ def theta_update_newton_batched(
         moved = y[active] * _stack_matvec(X, active, step)
         f_act = f[active]
         flat = slope <= FLAT_SLOPE * _py_max(np.abs(f_act), 1.0)
-        # the full step where the slope is flat, else Armijo backtracking with every
-        # machine's own t: the new theta, margins and loss of every machine that moved
+        # the full step for every machine: kept where the slope is flat or the Armijo test
+        # holds, else halved, every machine with its own t
         new_theta, new_margin = th - step, margin - moved
-        new_loss = np.empty(active.size)
-        if flat.any():
-            new_loss[flat] = inv_n * data.margin_loss_sum(active[flat], new_margin[flat])
+        new_loss = inv_n * data.margin_loss_sum(active, new_margin)
+        f_new = new_loss + proximal(active, new_theta)
         t = np.ones(active.size)
-        searching = np.flatnonzero(~flat)
+        searching = np.flatnonzero(~flat & ~(f_new <= f_act - ARMIJO_FRACTION * slope))
         while searching.size:
+            t[searching] *= 0.5
             trial = th[searching] - t[searching, None] * step[searching]
             trial_margin = margin[searching] - t[searching, None] * moved[searching]
             trial_loss = inv_n * data.margin_loss_sum(active[searching], trial_margin)
@@ -415,22 +431,16 @@ def theta_update_newton_batched(
                 f_trial <= f_act[searching] - ARMIJO_FRACTION * t[searching] * slope[searching]
             ) | (t[searching] < SMALLEST_STEP)
             done = searching[ok]
-            new_theta[done], new_margin[done], new_loss[done] = (
-                trial[ok],
-                trial_margin[ok],
-                trial_loss[ok],
-            )
-            f[active[done]] = f_trial[ok]
+            new_theta[done], new_margin[done] = trial[ok], trial_margin[ok]
+            new_loss[done], f_new[done] = trial_loss[ok], f_trial[ok]
             searching = searching[~ok]
-            t[searching] *= 0.5
         points.theta[active], points.margin[active], points.loss[active] = (
             new_theta,
             new_margin,
             new_loss,
         )
         points.loss_grad[active] = data.loss_gradient(active, new_margin)
-        again = active[flat & ~form]  # a full step on a kept matrix: the gradient decides
-        f[again] = points.loss[again] + proximal(again, points.theta[again])
+        f[active] = f_new
         active = active[~flat | ~form]  # a full Newton step ends the solve
     rest = np.flatnonzero(~measured)  # a final Newton step, or max_iter: measured now
     if rest.size:
