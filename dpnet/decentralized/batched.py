@@ -44,6 +44,7 @@ from typing import cast
 
 import networkx as nx
 import numpy as np
+from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dpotrf, dpotri
 
 from dpnet.decentralized.admm import (
@@ -254,13 +255,13 @@ def z_update_batched(
 @dataclass
 class KeptMatrices:
     """Every machine's kept Newton matrix (:class:`~dpnet.decentralized.steps.ChordNewton`
-    for all machines at once): ``hess[j]`` formed with ``rho[j]``, valid where ``kept[j]``,
-    and for a machine that keeps it its inverse ``inverse[j]``, so that a step on it is one
-    product (a batched solve factorized every (J, dim, dim) matrix again in every iteration);
-    ``chords[j]`` False for a machine whose round loop takes plain Newton steps (a wide shard,
-    n_j < p + 1: its Newton system is the Woodbury one there)."""
+    for all machines at once), formed with ``rho[j]``, valid where ``kept[j]``: for a machine
+    that keeps it its inverse ``inverse[j]``, so that a step on it is one product (a batched
+    solve factorized every (J, dim, dim) matrix again in every iteration), else the matrix
+    ``hess[j]``; ``chords[j]`` False for a machine whose round loop takes plain Newton steps
+    (a wide shard, n_j < p + 1: its Newton system is the Woodbury one there)."""
 
-    hess: np.ndarray  # (J, dim, dim)
+    hess: np.ndarray  # (J, dim, dim), where not chords
     inverse: np.ndarray  # (J, dim, dim), where chords
     rho: np.ndarray  # (J,)
     kept: np.ndarray  # (J,) bool
@@ -279,17 +280,25 @@ class KeptMatrices:
         )
 
 
-def _spd_inverses(hess: np.ndarray) -> np.ndarray:
-    """H_k^{-1} for a stack of symmetric positive definite H_k, from their Cholesky factors
-    (LAPACK dpotrf, dpotri: d^3 flops against LU's 2 d^3); NaN where H_k is not numerically
-    positive definite, as ``ChordNewton``'s factor (a non-finite iterate: the stop rule's)."""
-    out = np.empty_like(hess)
-    for k, h in enumerate(hess):
-        factor, info = dpotrf(h, lower=1, clean=0)
+def _newton_inverses(
+    X: np.ndarray, idx: np.ndarray, sqrt_weights: np.ndarray, rho: np.ndarray
+) -> np.ndarray:
+    """(S_k^T S_k + rho_k I)^{-1}, S_k = diag(sqrt_weights[k]) X~_j, j = idx[k]: the inverse
+    Newton matrices, machine by machine on views of X~ (no copy of the stack), S^T S one
+    symmetric product (BLAS dsyrk, half a general product's flops), inverted from its
+    Cholesky factor (LAPACK dpotrf, dpotri: d^3 flops against LU's 2 d^3); NaN where a
+    matrix is not numerically positive definite, as ``ChordNewton``'s factor (a non-finite
+    iterate: the stop rule's)."""
+    dim = X.shape[2]
+    out = np.empty((idx.size, dim, dim))
+    for k, j in enumerate(idx):
+        hess = dsyrk(1.0, X[j] * sqrt_weights[k][:, None], trans=1, lower=1)
+        hess.flat[:: dim + 1] += rho[k]
+        factor, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
         if info == 0:
-            factor, info = dpotri(factor, lower=1)  # the lower triangle of H_k^{-1}
+            factor, info = dpotri(factor, lower=1, overwrite_c=1)  # the lower triangle
         out[k] = factor if info == 0 else np.nan
-    lower = np.tril_indices(hess.shape[1], -1)
+    lower = np.tril_indices(dim, -1)
     out[:, lower[1], lower[0]] = out[:, lower[0], lower[1]]
     return out
 
@@ -389,17 +398,19 @@ def theta_update_newton_batched(
             | (norm > CHORD_CONTRACTION * last_norm[active])
         )
         new = active[form]
-        if new.size:
-            # X~^T D X~ as S^T S, S = D^(1/2) X~ (as ChordNewton forms it)
-            scaled = (X if new.size == n_mach else X[new]) * np.sqrt(
-                inv_n * loss.curvature(margin[form])
-            )[:, :, None]
-            hess = np.matmul(scaled.transpose(0, 2, 1), scaled)
-            hess[:, diag, diag] += rho[new, None]
-            kept.hess[new], kept.rho[new], kept.kept[new] = hess, rho[new], True
+        if new.size:  # H = S^T S + rho I, S = D^(1/2) X~ (as ChordNewton forms it)
+            sqrt_weights = np.sqrt(inv_n * loss.curvature(margin[form]))
             keeps = kept.chords[new]
             if keeps.any():
-                kept.inverse[new[keeps]] = _spd_inverses(hess[keeps])
+                on = new[keeps]
+                kept.inverse[on] = _newton_inverses(X, on, sqrt_weights[keeps], rho[on])
+            off = new[~keeps]
+            if off.size:
+                scaled = X[off] * sqrt_weights[~keeps][:, :, None]
+                hess = np.matmul(scaled.transpose(0, 2, 1), scaled)
+                hess[:, diag, diag] += rho[off, None]
+                kept.hess[off] = hess
+            kept.rho[new], kept.kept[new] = rho[new], True
         last_norm[new] = np.inf
         last_norm[active[~form]] = norm[~form]
         chords = kept.chords[active]
