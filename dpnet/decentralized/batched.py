@@ -20,12 +20,14 @@ One round, for all j at once (the same formulas as :mod:`dpnet.decentralized.ste
 The theta step is the damped Newton method of ``theta_update_newton`` with a per-machine
 active mask: every machine takes exactly its own sequence of Newton iterations and Armijo
 halvings (to the round loop's gradient tolerance, ``steps.theta_tolerance`` of the machine's
-residuals; at most 50 iterations; the full step in the quadratic-convergence region), the
-Newton systems of the active machines solved as one stack (``np.linalg.solve`` on
-(J_active, dim, dim)); each machine keeps its Newton matrix across
-iterations and rounds exactly when the round loop's ``ChordNewton`` does
-(:class:`KeptMatrices`). Shards of unequal size are padded with rows of zero weight (zero
-features; their loss is masked out of the objective).
+residuals; at most 50 iterations; the full step in the quadratic-convergence region). Each
+machine keeps its Newton matrix across iterations and rounds exactly when the round loop's
+``ChordNewton`` does, as its inverse (:class:`KeptMatrices`): a step of the active machines
+is one stacked product (J_active, dim, dim) @ (J_active, dim). Each machine's margins, loss
+and loss gradient are carried along the steps and from round to round
+(:class:`StackedPoints`, the round loop's ``DescentPoint``): a step costs one product with
+X~ for the margins and one for the gradient at the new point. Shards of unequal size are
+padded with rows of zero weight (zero features; their loss is masked out of the objective).
 
 Stop rule and residual balancing are those of ``run_machine``: the network aggregate
 G(s) = (sum_j objective part, max_j scaled residual, max_j primal, max_j dual, max_j ||theta_j||)
