@@ -20,12 +20,14 @@ One round, for all j at once (the same formulas as :mod:`dpnet.decentralized.ste
 The theta step is the damped Newton method of ``theta_update_newton`` with a per-machine
 active mask: every machine takes exactly its own sequence of Newton iterations and Armijo
 halvings (to the round loop's gradient tolerance, ``steps.theta_tolerance`` of the machine's
-residuals; at most 50 iterations; the full step in the quadratic-convergence region), the
-Newton systems of the active machines solved as one stack (``np.linalg.solve`` on
-(J_active, dim, dim)); each machine keeps its Newton matrix across
-iterations and rounds exactly when the round loop's ``ChordNewton`` does
-(:class:`KeptMatrices`). Shards of unequal size are padded with rows of zero weight (zero
-features; their loss is masked out of the objective).
+residuals; at most 50 iterations; the full step in the quadratic-convergence region). Each
+machine keeps its Newton matrix across iterations and rounds exactly when the round loop's
+``ChordNewton`` does, as its inverse (:class:`KeptMatrices`): a step of the active machines
+is one stacked product (J_active, dim, dim) @ (J_active, dim). Each machine's margins, loss
+and loss gradient are carried along the steps and from round to round
+(:class:`StackedPoints`, the round loop's ``DescentPoint``): a step costs one product with
+X~ for the margins and one for the gradient at the new point. Shards of unequal size are
+padded with rows of zero weight (zero features; their loss is masked out of the objective).
 
 Stop rule and residual balancing are those of ``run_machine``: the network aggregate
 G(s) = (sum_j objective part, max_j scaled residual, max_j primal, max_j dual, max_j ||theta_j||)
@@ -44,6 +46,8 @@ from typing import cast
 
 import networkx as nx
 import numpy as np
+from scipy.linalg.blas import dsyrk
+from scipy.linalg.lapack import dpotrf, dpotri
 
 from dpnet.decentralized.admm import (
     NO_CHANGES,
@@ -142,7 +146,6 @@ class StackedShards:
     """All shards stacked: X (J, n_max, dim), y (J, n_max), mask (J, n_max) or None."""
 
     X: np.ndarray
-    XT: np.ndarray
     y: np.ndarray
     mask: np.ndarray | None
     n_total: int
@@ -169,13 +172,7 @@ class StackedShards:
         mask = None
         if min(sizes) < n_max:
             mask = (np.arange(n_max)[None, :] < np.array(sizes)[:, None]).astype(float)
-        return cls(
-            X, np.ascontiguousarray(X.transpose(0, 2, 1)), y, mask, totals.pop(), losses.pop()
-        )
-
-    def loss_sum(self, idx: np.ndarray | slice, theta: np.ndarray) -> np.ndarray:
-        """sum over machine j's rows of l(y x~^T theta_j), for the machines ``idx``."""
-        return self.margin_loss_sum(idx, self.y[idx] * _matvec(self.X[idx], theta))
+        return cls(X, y, mask, totals.pop(), losses.pop())
 
     def margin_loss_sum(self, idx: np.ndarray | slice, margins: np.ndarray) -> np.ndarray:
         """sum over machine j's rows of l(margin), for the machines ``idx`` (their margins)."""
@@ -184,10 +181,39 @@ class StackedShards:
             values = values * self.mask[idx]
         return values.sum(axis=1)
 
+    def loss_gradient(self, idx: np.ndarray, margins: np.ndarray) -> np.ndarray:
+        """X~_j^T (y_j l'(margins_j) / n) for the machines ``idx`` (padded rows: zero rows)."""
+        return _stack_matvec(
+            self.X, idx, self.inv_n * self.y[idx] * self.loss.derivative(margins), left=True
+        )
+
 
 def _matvec(A: np.ndarray, v: np.ndarray) -> np.ndarray:
     """A_j v_j for a stack A (J, m, n) and v (J, n)."""
     return np.matmul(A, v[:, :, None])[:, :, 0]
+
+
+def _stack_matvec(
+    A: np.ndarray, idx: np.ndarray, v: np.ndarray, *, left: bool = False
+) -> np.ndarray:
+    """A_j v_i (``left``: v_i^T A_j = A_j^T v_i) for j = idx[i] (sorted), without a copy of
+    A's rows: one stacked product over the whole stack (v scattered into zeros) while at
+    least half of it takes part, else one product per machine on views (a fancy-indexed
+    copy of the rows cost more than the products)."""
+    n_all = A.shape[0]
+    if 2 * idx.size >= n_all:
+        if idx.size < n_all:
+            rows, v = v, np.zeros((n_all, v.shape[1]))
+            v[idx] = rows
+        out = np.matmul(v[:, None, :], A)[:, 0, :] if left else _matvec(A, v)
+        return out if idx.size == n_all else out[idx]
+    out = np.empty((idx.size, A.shape[2] if left else A.shape[1]))
+    for i, j in enumerate(idx):
+        if left:
+            np.matmul(v[i], A[j], out=out[i])
+        else:
+            np.matmul(A[j], v[i], out=out[i])
+    return out
 
 
 def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -231,13 +257,13 @@ def z_update_batched(
 @dataclass
 class KeptMatrices:
     """Every machine's kept Newton matrix (:class:`~dpnet.decentralized.steps.ChordNewton`
-    for all machines at once): ``hess[j]`` formed with ``rho[j]``, valid where ``kept[j]``,
-    and for a machine that keeps it its inverse ``inverse[j]``, so that a step on it is one
-    product (a batched solve factorized every (J, dim, dim) matrix again in every iteration);
-    ``chords[j]`` False for a machine whose round loop takes plain Newton steps (a wide shard,
-    n_j < p + 1: its Newton system is the Woodbury one there)."""
+    for all machines at once), formed with ``rho[j]``, valid where ``kept[j]``: for a machine
+    that keeps it its inverse ``inverse[j]``, so that a step on it is one product (a batched
+    solve factorized every (J, dim, dim) matrix again in every iteration), else the matrix
+    ``hess[j]``; ``chords[j]`` False for a machine whose round loop takes plain Newton steps
+    (a wide shard, n_j < p + 1: its Newton system is the Woodbury one there)."""
 
-    hess: np.ndarray  # (J, dim, dim)
+    hess: np.ndarray  # (J, dim, dim), where not chords
     inverse: np.ndarray  # (J, dim, dim), where chords
     rho: np.ndarray  # (J,)
     kept: np.ndarray  # (J,) bool
@@ -256,6 +282,59 @@ class KeptMatrices:
         )
 
 
+def _newton_inverses(
+    X: np.ndarray, idx: np.ndarray, sqrt_weights: np.ndarray, rho: np.ndarray
+) -> np.ndarray:
+    """(S_k^T S_k + rho_k I)^{-1}, S_k = diag(sqrt_weights[k]) X~_j, j = idx[k]: the inverse
+    Newton matrices, machine by machine on views of X~ (no copy of the stack), S^T S one
+    symmetric product (BLAS dsyrk, half a general product's flops), inverted from its
+    Cholesky factor (LAPACK dpotrf, dpotri: d^3 flops against LU's 2 d^3); NaN where a
+    matrix is not numerically positive definite, as ``ChordNewton``'s factor (a non-finite
+    iterate: the stop rule's)."""
+    dim = X.shape[2]
+    out = np.empty((idx.size, dim, dim))
+    for k, j in enumerate(idx):
+        hess = dsyrk(1.0, X[j] * sqrt_weights[k][:, None], trans=1, lower=1)
+        hess.flat[:: dim + 1] += rho[k]
+        factor, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
+        if info == 0:
+            factor, info = dpotri(factor, lower=1, overwrite_c=1)  # the lower triangle
+        out[k] = factor if info == 0 else np.nan
+    lower = np.tril_indices(dim, -1)
+    out[:, lower[1], lower[0]] = out[:, lower[0], lower[1]]
+    return out
+
+
+@dataclass
+class StackedPoints:
+    """Every machine's :class:`~dpnet.decentralized.steps.DescentPoint`: at theta (J, dim) the
+    margins y X~ theta (J, n_max), the loss f_j(theta) (J,) and its gradient
+    X~^T (y l'/n) (J, dim). Carried along the Newton steps and from one round to the next,
+    as the round loop carries its point: a step costs one product with X~ for the margins and
+    one for the gradient at the new point, and the next round starts from that point."""
+
+    theta: np.ndarray
+    margin: np.ndarray
+    loss: np.ndarray
+    loss_grad: np.ndarray
+
+    @classmethod
+    def at(cls, data: StackedShards, theta: np.ndarray) -> StackedPoints:
+        """The points of ``theta`` (every machine's row)."""
+        everyone = np.arange(theta.shape[0])
+        margin = data.y * _matvec(data.X, theta)
+        loss = data.inv_n * data.margin_loss_sum(slice(None), margin)
+        return cls(theta.copy(), margin, loss, data.loss_gradient(everyone, margin))
+
+    def gradient(
+        self, idx: np.ndarray, center: np.ndarray, rho: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The theta step's gradient f_j' + rho_j (theta_j - m_j) at the points of the machines
+        ``idx`` (center, rho: all machines'), and its norm."""
+        grad = self.loss_grad[idx] + rho[idx, None] * (self.theta[idx] - center[idx])
+        return grad, np.sqrt(_rowdot(grad, grad))
+
+
 def theta_update_newton_batched(
     data: StackedShards,
     center: np.ndarray,
@@ -266,6 +345,7 @@ def theta_update_newton_batched(
     max_iter: int = NEWTON_MAX_ITER,
     kept: KeptMatrices | None = None,
     relative: float = 0.0,
+    points: StackedPoints | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""theta_j = argmin f_j(theta) + (rho_j/2) ||theta - m_j||^2 for every j, by the damped
     Newton method of ``theta_step_newton`` (dense system), each machine masked out of the
@@ -274,29 +354,30 @@ def theta_update_newton_batched(
     without a kept one of its rho_j, or when a step on it shrank its gradient norm by less
     than CHORD_CONTRACTION. ``tol``: one gradient tolerance, or one per machine; a machine
     whose gradient at ``theta_prev`` times ``relative`` is larger stops there instead.
+    ``points``: the :class:`StackedPoints` of ``theta_prev`` (computed if None), updated in
+    place to those of the result.
     Returns (theta, each machine's gradient norm at its theta: ``ThetaSolve.gradient_norm``).
 
     H_j = X~_j^T diag(l''/n) X~_j + rho_j I; Armijo: f(theta - t s) <= f - 1e-4 t g^T s,
     halving t until it holds or t < 1e-10; full step once g^T s <= 1e-12 max(1, |f|).
     """
-    X, XT, y, inv_n, loss = data.X, data.XT, data.y, data.inv_n, data.loss
-    theta = theta_prev.copy()
-    n_mach, dim = theta.shape
+    X, y, inv_n, loss = data.X, data.y, data.inv_n, data.loss
+    n_mach, dim = theta_prev.shape
     diag = np.arange(dim)
     if kept is None:  # plain Newton: a matrix formed in every iteration
         kept = KeptMatrices.none(data)
         kept.chords[:] = False
     kept.kept &= kept.rho == rho
+    if points is None:
+        points = StackedPoints.at(data, theta_prev)
     last_norm = np.full(n_mach, np.inf)  # before the last step on a kept matrix
 
-    def value(idx: np.ndarray, t: np.ndarray, margins: np.ndarray) -> np.ndarray:
+    def proximal(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
         diff = t - center[idx]
-        return inv_n * data.margin_loss_sum(idx, margins) + 0.5 * rho[idx] * _rowdot(diff, diff)
+        return 0.5 * rho[idx] * _rowdot(diff, diff)
 
     everyone = np.arange(n_mach)
-    # margins y X~ theta carried along the steps, as the round loop's (steps._descend)
-    margins = y * _matvec(X, theta)
-    f = value(everyone, theta, margins)
+    f = points.loss + proximal(everyone, points.theta)
     active = everyone
     tols = np.broadcast_to(tol, (n_mach,)).copy()  # one per machine
     final_norm = np.zeros(n_mach)  # of the machines that stopped on their tolerance
@@ -304,90 +385,80 @@ def theta_update_newton_batched(
     for iteration in range(max_iter):
         if active.size == 0:
             break
-        sel = slice(None) if active.size == n_mach else active
-        th = theta[active]
-        margin = margins[sel]
-        grad = _matvec(XT[sel], inv_n * y[sel] * loss.derivative(margin)) + rho[active, None] * (
-            th - center[active]
-        )
-        norm = np.linalg.norm(grad, axis=1)
+        grad, norm = points.gradient(active, center, rho)
         if iteration == 0:
             tols = np.maximum(tols, relative * norm)
         going = ~(norm <= tols[active])
         final_norm[active[~going]], measured[active[~going]] = norm[~going], True
-        active, grad, margin, th = active[going], grad[going], margin[going], th[going]
-        norm = norm[going]
+        active, grad, norm = active[going], grad[going], norm[going]
         if active.size == 0:
             break
+        th, margin = points.theta[active], points.margin[active]
         form = (
             ~kept.chords[active]
             | ~kept.kept[active]
             | (norm > CHORD_CONTRACTION * last_norm[active])
         )
         new = active[form]
-        if new.size:
-            weights = inv_n * loss.curvature(margin[form])
-            hess = np.matmul(XT[new] * weights[:, None, :], X[new])
-            hess[:, diag, diag] += rho[new, None]
-            kept.hess[new], kept.rho[new], kept.kept[new] = hess, rho[new], True
+        if new.size:  # H = S^T S + rho I, S = D^(1/2) X~ (as ChordNewton forms it)
+            sqrt_weights = np.sqrt(inv_n * loss.curvature(margin[form]))
             keeps = kept.chords[new]
             if keeps.any():
-                kept.inverse[new[keeps]] = np.linalg.inv(hess[keeps])
+                on = new[keeps]
+                kept.inverse[on] = _newton_inverses(X, on, sqrt_weights[keeps], rho[on])
+            off = new[~keeps]
+            if off.size:
+                scaled = X[off] * sqrt_weights[~keeps][:, :, None]
+                hess = np.matmul(scaled.transpose(0, 2, 1), scaled)
+                hess[:, diag, diag] += rho[off, None]
+                kept.hess[off] = hess
+            kept.rho[new], kept.kept[new] = rho[new], True
         last_norm[new] = np.inf
         last_norm[active[~form]] = norm[~form]
         chords = kept.chords[active]
-        step = np.empty_like(grad)
-        if chords.all():  # no copy while all are active
-            sel = slice(None) if active.size == n_mach else active
-            step[:] = np.matmul(kept.inverse[sel], grad[:, :, None])[:, :, 0]
+        if chords.all():
+            step = _stack_matvec(kept.inverse, active, grad)
         else:
+            step = np.empty_like(grad)
             on, off = active[chords], active[~chords]
             step[chords] = np.matmul(kept.inverse[on], grad[chords, :, None])[:, :, 0]
             step[~chords] = np.linalg.solve(kept.hess[off], grad[~chords, :, None])[:, :, 0]
         slope = _rowdot(grad, step)
-        sel = slice(None) if active.size == n_mach else active
-        moved = y[sel] * _matvec(X[sel], step)
+        moved = y[active] * _stack_matvec(X, active, step)
         f_act = f[active]
         flat = slope <= FLAT_SLOPE * _py_max(np.abs(f_act), 1.0)
-        theta[active[flat]] = th[flat] - step[flat]
-        margins[active[flat]] = margin[flat] - moved[flat]
-        again = active[flat & ~form]  # a full step on a kept matrix: the gradient decides
-        f[again] = value(again, theta[again], margins[again])
-        keep = ~flat
-        active, th, step, slope, f_act, margin, moved = (
-            active[keep],
-            th[keep],
-            step[keep],
-            slope[keep],
-            f_act[keep],
-            margin[keep],
-            moved[keep],
-        )
-        # Armijo backtracking, every machine with its own t
+        # the full step for every machine: kept where the slope is flat or the Armijo test
+        # holds, else halved, every machine with its own t
+        new_theta, new_margin = th - step, margin - moved
+        new_loss = inv_n * data.margin_loss_sum(active, new_margin)
+        f_new = new_loss + proximal(active, new_theta)
         t = np.ones(active.size)
-        cand, cand_margin = np.empty_like(th), np.empty_like(margin)
-        f_cand = np.empty(active.size)
-        searching = np.arange(active.size)
+        searching = np.flatnonzero(~flat & ~(f_new <= f_act - ARMIJO_FRACTION * slope))
         while searching.size:
+            t[searching] *= 0.5
             trial = th[searching] - t[searching, None] * step[searching]
             trial_margin = margin[searching] - t[searching, None] * moved[searching]
-            f_trial = value(active[searching], trial, trial_margin)
+            trial_loss = inv_n * data.margin_loss_sum(active[searching], trial_margin)
+            f_trial = trial_loss + proximal(active[searching], trial)
             ok = (
                 f_trial <= f_act[searching] - ARMIJO_FRACTION * t[searching] * slope[searching]
             ) | (t[searching] < SMALLEST_STEP)
             done = searching[ok]
-            cand[done], cand_margin[done], f_cand[done] = trial[ok], trial_margin[ok], f_trial[ok]
+            new_theta[done], new_margin[done] = trial[ok], trial_margin[ok]
+            new_loss[done], f_new[done] = trial_loss[ok], f_trial[ok]
             searching = searching[~ok]
-            t[searching] *= 0.5
-        theta[active], margins[active], f[active] = cand, cand_margin, f_cand
-        if again.size:
-            active = np.sort(np.concatenate([active, again]))
+        points.theta[active], points.margin[active], points.loss[active] = (
+            new_theta,
+            new_margin,
+            new_loss,
+        )
+        points.loss_grad[active] = data.loss_gradient(active, new_margin)
+        f[active] = f_new
+        active = active[~flat | ~form]  # a full Newton step ends the solve
     rest = np.flatnonzero(~measured)  # a final Newton step, or max_iter: measured now
     if rest.size:
-        final_norm[rest] = np.linalg.norm(
-            _theta_gradient(data, rest, center[rest], rho[rest], theta[rest]), axis=1
-        )
-    return theta, final_norm
+        final_norm[rest] = points.gradient(rest, center, rho)[1]
+    return points.theta.copy(), final_norm
 
 
 def theta_gradient_batched(
@@ -395,21 +466,9 @@ def theta_gradient_batched(
 ) -> np.ndarray:
     """Every machine's gradient of its theta step's objective at theta (rows), as
     :func:`dpnet.decentralized.steps.theta_gradient` (padded rows have zero features)."""
-    return _theta_gradient(data, slice(None), center, rho, theta)
-
-
-def _theta_gradient(
-    data: StackedShards,
-    idx: np.ndarray | slice,
-    center: np.ndarray,
-    rho: np.ndarray,
-    theta: np.ndarray,
-) -> np.ndarray:
-    """:func:`theta_gradient_batched` of the machines ``idx`` (center, rho, theta: theirs)."""
-    y = data.y[idx]
-    margin = y * _matvec(data.X[idx], theta)
-    loss_grad = _matvec(data.XT[idx], data.inv_n * y * data.loss.derivative(margin))
-    return loss_grad + rho[:, None] * (theta - center)
+    margin = data.y * _matvec(data.X, theta)
+    everyone = np.arange(theta.shape[0])
+    return data.loss_gradient(everyone, margin) + rho[:, None] * (theta - center)
 
 
 def private_thetas_batched(
@@ -519,6 +578,7 @@ def run_batched(
     c = initial_penalty(config, graph)
     changes = NO_CHANGES
     kept = KeptMatrices.none(data)  # the round loop's ChordNewton anchors, all machines
+    points = None if config.record is not None else StackedPoints.at(data, theta)
     theta_tol: np.ndarray | None = None  # per machine, as the round loop's (None: round 1)
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -537,23 +597,24 @@ def run_batched(
                 z_edge = a * z_edge + (1.0 - a) * theta[edges.col]
             center = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
             theta_error: np.ndarray | float = 0.0  # the certified private step reports none
-            if config.record is None:
+            if config.record is not None:
+                theta = private_thetas_batched(config.record, data, center, rho, theta, t)
+            else:
+                assert points is not None  # made for the non-private step
                 solve_to = (
                     {"relative": config.theta_rtol} if theta_tol is None else {"tol": theta_tol}
                 )
                 theta, theta_error = theta_update_newton_batched(
-                    data, center, rho, theta, kept=kept, **solve_to
+                    data, center, rho, theta, kept=kept, points=points, **solve_to
                 )
-            else:
-                theta = private_thetas_batched(config.record, data, center, rho, theta, t)
             V = V + c * (z_edge - theta[edges.col])  # a new array: ``warm`` keeps the last
 
             primal, dual = _residuals(z, z_prev, theta, c, edges)
             theta_tol = np.asarray(theta_tolerance(config.theta_rtol, c, primal, dual))
             norm = np.linalg.norm(theta, axis=1)
             objective = group_norms_batched(theta[:, :-1], groups) @ groups.thresholds
-            if config.record is None:  # the loss reads the rows: withheld (admm.released_loss)
-                objective = data.inv_n * data.loss_sum(slice(None), theta) + objective
+            if points is not None:  # the loss reads the rows: withheld (admm.released_loss)
+                objective = points.loss + objective
             pending[t] = np.array(
                 [
                     objective.sum(),

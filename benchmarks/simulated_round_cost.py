@@ -1,0 +1,226 @@
+"""The simulator's CPU time per round against the flops the round needs (issue 23's goal: a
+round of all J machines within 3x of its flop count at the machine's measured GFLOP/s).
+
+    python -m benchmarks.simulated_round_cost                  # J = 1,000 x 100 rows, 40 rounds
+    python -m benchmarks.simulated_round_cost --machines 1000 --rounds 40 --repeats 5
+
+The data and graph are those of ``python -m dpnet.run --backend simulated --machines J
+--topology random-regular --n-samples 100J --seed 1`` (benchmarks/simulated_scale.py: p = 48
+in 16 groups, dim = 49 with the intercept); the rounds are :func:`run_batched`'s, in this
+process with one BLAS thread, CPU time (median of --repeats runs of --rounds rounds each).
+
+Flops of the run, counted from the iterations it took (each machine's Newton iterations are
+read off the loss it evaluates: one derivative per gradient, one curvature per matrix formed),
+n = rows, d = dim:
+
+- gradient X~^T (y l'/n): 2 n d per evaluation; step product X~ s: 2 n d per step. Every
+  step leads to a point whose gradient is evaluated once; it is carried to the next round (as
+  the round loop's ``DescentPoint``), so a run evaluates J gradients more than it takes steps;
+- Newton matrix X~^T D X~ (symmetric: n d (d + 1)) and its Cholesky factor (d^3 / 3) per
+  matrix formed; a solve on it (2 d^2) per step;
+- the rest of a round (Z step, centres, duals, residuals: O(E d)) and the loss's elementwise
+  exp/log are not counted as flops (listed as ``loss evaluations``, elements).
+
+GFLOP/s: one dgemm of the same size as a round's Hessians, X^T X with X the (J n, d) stack of
+all shards, median CPU time, in the same process. Writes benchmarks/out/simulated_round_cost.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from benchmarks.common import OUT_DIR, write_csv
+from dpnet.config import parse_config
+from dpnet.decentralized import batched
+from dpnet.decentralized.all_machines import randomize_all
+from dpnet.decentralized.batched import StackedShards, run_batched
+from dpnet.decentralized.machine import local_problem
+from dpnet.job import admm_config
+from dpnet.losses.margin import MarginLoss
+from dpnet.network.topology import build_topology, validate_topology
+from dpnet.setup import prepare_problem
+
+ROWS_PER_MACHINE = 100
+SEED = 1
+
+
+@dataclass(frozen=True, eq=False)
+class CountingLoss(MarginLoss):
+    """``loss``, counting the margins (machines x rows) each of its methods is asked for."""
+
+    loss: MarginLoss
+    counts: dict[str, int]
+
+    def _count(self, name: str, m: np.ndarray) -> None:
+        self.counts[name] = self.counts.get(name, 0) + m.size
+
+    def value(self, m: np.ndarray) -> np.ndarray:
+        self._count("value", m)
+        return self.loss.value(m)
+
+    def derivative(self, m: np.ndarray) -> np.ndarray:
+        self._count("derivative", m)
+        return self.loss.derivative(m)
+
+    def curvature(self, m: np.ndarray) -> np.ndarray:
+        self._count("curvature", m)
+        return self.loss.curvature(m)
+
+    @property
+    def curvature_bound(self) -> float:
+        return self.loss.curvature_bound
+
+    @property
+    def lipschitz_bound(self) -> float:
+        return self.loss.lipschitz_bound
+
+
+def problem(n_machines: int) -> tuple[StackedShards, Any, Any, Any]:
+    """(stacked shards, groups, ADMM config, graph) of the simulated job with J machines."""
+    argv = ["--backend", "simulated", "--machines", str(n_machines)]
+    argv += ["--topology", "random-regular", "--n-samples", str(ROWS_PER_MACHINE * n_machines)]
+    argv += ["--seed", str(SEED)]
+    config = parse_config(argv)
+    graph = validate_topology(
+        build_topology(config.topology, n_machines, seed=config.topology_seed), n_machines
+    )
+    setup = prepare_problem(config, n_machines)
+    assert setup.shards is not None
+    crossings = randomize_all(setup.shards, config.keep_probability, config.seed)
+    problems = [
+        local_problem(
+            s,
+            lam=config.lam,
+            loss=config.loss,
+            keep_prob=config.keep_probability,
+            n_machines=n_machines,
+        )
+        for s, _ in crossings
+    ]
+    data = StackedShards.stack([p[0] for p in problems])
+    return data, problems[0][1], admm_config(config), graph
+
+
+def timed(clock: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            clock[name] += time.process_time() - start
+
+    return wrapper
+
+
+def run_once(data: StackedShards, groups: Any, config: Any, graph: Any) -> dict[str, Any]:
+    """One run: CPU seconds (total and in the Z and theta steps) and the loss's counts."""
+    counts: dict[str, int] = {}
+    counting = replace(data, loss=CountingLoss(data.loss, counts))
+    clock = {"z_step": 0.0, "theta_step": 0.0}
+    saved = batched.z_update_batched, batched.theta_update_newton_batched
+    batched.z_update_batched = timed(clock, "z_step", saved[0])
+    batched.theta_update_newton_batched = timed(clock, "theta_step", saved[1])
+    try:
+        start = time.process_time()
+        result = run_batched(counting, groups, config, graph)
+        total = time.process_time() - start
+    finally:
+        batched.z_update_batched, batched.theta_update_newton_batched = saved
+    assert result.rounds == config.max_rounds, result.stop_reason
+    return {"cpu": total, **clock, "counts": counts, "theta": result.theta}
+
+
+def gflops(data: StackedShards, repeats: int) -> float:
+    """GFLOP/s of one dgemm X^T X over all shards' rows (2 J n d^2 flops)."""
+    flat = data.X.reshape(-1, data.X.shape[2])
+    flat_t = np.ascontiguousarray(flat.T)
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        flat_t @ flat
+        times.append(time.process_time() - start)
+    return 2.0 * flat.shape[0] * flat.shape[1] ** 2 / float(np.median(times)) / 1e9
+
+
+def flop_count(counts: dict[str, int], n_rows: int, n_machines: int, dim: int) -> dict[str, float]:
+    """The run's flops by kind (module docstring), from the loss's counts."""
+    gradients = counts.get("derivative", 0) // n_rows  # machine evaluations
+    matrices = counts.get("curvature", 0) // n_rows
+    steps = gradients - n_machines  # the start points of round 1
+    return {
+        "gradients": gradients,
+        "steps": steps,
+        "matrices": matrices,
+        "flops_products": 2.0 * n_rows * dim * (gradients + steps),
+        "flops_matrices": matrices * (n_rows * dim * (dim + 1) + dim**3 / 3.0),
+        "flops_solves": steps * 2.0 * dim**2,
+    }
+
+
+def measure(n_machines: int, rounds: int, repeats: int) -> dict[str, Any]:
+    data, groups, config, graph = problem(n_machines)
+    config = replace(config, max_rounds=rounds, tol=0.0)
+    n_rows, dim = data.X.shape[1], data.X.shape[2]
+    run_once(data, groups, config, graph)  # warm caches and imports
+    runs, rates = [], []
+    for _ in range(repeats):
+        runs.append(run_once(data, groups, config, graph))
+        rates.append(gflops(data, 5))
+    assert all(np.array_equal(r["theta"], runs[0]["theta"]) for r in runs)  # deterministic
+    counts = runs[0]["counts"]
+    flops = flop_count(counts, n_rows, n_machines, dim)
+    total = flops["flops_products"] + flops["flops_matrices"] + flops["flops_solves"]
+    rate = float(np.median(rates))
+    row: dict[str, Any] = {
+        "machines": n_machines,
+        "rows_per_machine": n_rows,
+        "dim": dim,
+        "rounds": rounds,
+        "cpu_ms_per_round": float(np.median([r["cpu"] for r in runs])) / rounds * 1e3,
+    }
+    for step in ("z_step", "theta_step"):
+        row[f"{step}_ms"] = float(np.median([r[step] for r in runs])) / rounds * 1e3
+    row["rest_ms"] = row["cpu_ms_per_round"] - row["z_step_ms"] - row["theta_step_ms"]
+    row |= {k: v / rounds for k, v in flops.items()}  # per round
+    row["loss_evaluations"] = counts.get("value", 0) / rounds
+    row["mflop_per_round"] = total / rounds / 1e6
+    row["gflops"] = rate
+    row["flop_ms_per_round"] = total / rounds / rate / 1e6
+    row["ratio"] = row["cpu_ms_per_round"] / row["flop_ms_per_round"]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--machines", type=int, nargs="+", default=[1000])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    rows = []
+    with threadpool_limits(limits=1):
+        for n_machines in args.machines:
+            row = measure(n_machines, args.rounds, args.repeats)
+            rows.append(row)
+            print(
+                f"J = {n_machines} x {row['rows_per_machine']} rows, dim {row['dim']}, "
+                f"{args.rounds} rounds: {row['cpu_ms_per_round']:.1f} ms CPU per round "
+                f"(Z step {row['z_step_ms']:.1f}, theta step {row['theta_step_ms']:.1f}, rest "
+                f"{row['rest_ms']:.1f}); {row['mflop_per_round']:.1f} MFLOP per round "
+                f"(per round: {row['gradients']:.0f} gradients, {row['steps']:.0f} steps, "
+                f"{row['matrices']:.0f} matrices formed; {row['loss_evaluations']:.3g} loss "
+                f"elements) at {row['gflops']:.1f} GFLOP/s = {row['flop_ms_per_round']:.2f} ms; "
+                f"ratio {row['ratio']:.2f}",
+                flush=True,
+            )
+    write_csv(rows, OUT_DIR / "simulated_round_cost.csv")
+
+
+if __name__ == "__main__":
+    main()
