@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -47,15 +48,17 @@ def _assert_same_run(a: dict, b: dict) -> None:
             assert ma[key] == mb[key], key
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    done, report = _job(tmp_path_factory.mktemp("full"), "full", *ROUNDS)
-    assert done.returncode == 0, done.stderr
+@pytest.fixture
+def uninterrupted(job_report: Callable[..., dict]) -> dict:  # tests/conftest.py
+    report = job_report(*COMMON, *ROUNDS, "--machines", "5")
     assert report["rounds"] == 90  # the tolerance is out of reach: every round is run
     return report
 
 
-@pytest.mark.parametrize("crash_round", [1, 23, 60, 89])
+@pytest.mark.parametrize(
+    "crash_round",
+    [1, pytest.param(23, marks=pytest.mark.slow), pytest.param(60, marks=pytest.mark.slow), 89],
+)  # the first and the last round in the fast loop; two in the middle in the full suite
 def test_crash_then_resume_equals_the_uninterrupted_run(
     tmp_path: Path, uninterrupted: dict, crash_round: int
 ) -> None:
