@@ -218,6 +218,7 @@ def _argv(draw: st.DrawFn) -> list[str]:
     return argv
 
 
+@pytest.mark.slow  # 60 random commands: 2-25 s CPU with the draw (PLDs near the grid budget)
 @settings(
     max_examples=60,
     deadline=None,
