@@ -1,10 +1,33 @@
-"""Shared pytest hooks: the measured figures of tests.figures in the summary."""
+"""Shared pytest hooks and fixtures: the measured figures of tests.figures in the summary, every
+test that launches mpiexec marked slow, and the fixtures more than one test file uses (one
+definition each).
+
+``python -m pytest -m "not slow"`` is the developer's fast loop; ``python -m pytest`` (and CI)
+runs everything, ``-m mpi_launch`` the tests that launch mpiexec."""
 
 from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.figures import LINES
+from tests.launch import run_job
+
+if TYPE_CHECKING:  # imported by the fixture: collecting the tests loads no accounting
+    from tests.privacy_work import PrivacyWork
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that launches an mpiexec job (marker ``mpi_launch``) is an end-to-end run of
+    several processes on shared cores: slow, outside the fast loop (the full suite and CI run
+    them; ``-m mpi_launch`` runs just them)."""
+    for item in items:
+        if item.get_closest_marker("mpi_launch") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -12,3 +35,29 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("figures")
         for line in LINES:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def privacy_work(monkeypatch: pytest.MonkeyPatch) -> PrivacyWork:
+    """The privacy accountant's expensive steps, counted (tests/privacy_work.py)."""
+    from tests.privacy_work import install
+
+    return install(monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def job_report(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., dict]:
+    """``job_report(*options)``: the results file of ``python -m dpnet.run *options --output
+    FILE`` (exit 0 required), run once per session and option list; each call gets its own
+    copy. The uninterrupted reference of the checkpoint and chaos tests."""
+    reports: dict[tuple[str, ...], dict] = {}
+
+    def report(*options: str) -> dict:
+        if options not in reports:
+            out = tmp_path_factory.mktemp("job") / "report.json"
+            done = run_job([*options, "--output", str(out)], timeout=120)
+            assert done.returncode == 0, done.stderr
+            reports[options] = json.loads(out.read_text())
+        return copy.deepcopy(reports[options])
+
+    return report

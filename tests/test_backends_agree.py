@@ -91,7 +91,13 @@ CASES = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize(
+    "case",
+    [  # the cross-validated case (~7 s CPU: every fold and the final fit, twice) in the full suite
+        pytest.param(case, marks=pytest.mark.slow) if case.endswith("-cv") else case
+        for case in CASES
+    ],
+)
 def test_simulated_equals_threads(tmp_path, case):
     args = [*QUICK, *CASES[case]]
     threads = _run(tmp_path, "threads", [*args, "--backend", "threads"])

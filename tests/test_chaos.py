@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,13 +100,10 @@ def _args(tmp_path: Path, name: str, *extra: str, mpi: bool) -> tuple[list[str],
     return (args if mpi else [*args, "--machines", str(MPI_RANKS)]), out
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict:
+@pytest.fixture
+def uninterrupted(job_report: Callable[..., dict]) -> dict:  # tests/conftest.py
     """The reference: the same run, not interrupted (in-process; the backends agree bitwise)."""
-    args, out = _args(tmp_path_factory.mktemp("chaos"), "full", "--quiet", mpi=False)
-    done = run_job(args, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(out.read_text())
+    return job_report(*COMMON, *ROUNDS, "--quiet", "--machines", str(MPI_RANKS))
 
 
 def _wait_for_moment(job: Job, case: Case) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -47,15 +48,17 @@ def _assert_same_run(a: dict, b: dict) -> None:
             assert ma[key] == mb[key], key
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    done, report = _job(tmp_path_factory.mktemp("full"), "full", *ROUNDS)
-    assert done.returncode == 0, done.stderr
+@pytest.fixture
+def uninterrupted(job_report: Callable[..., dict]) -> dict:  # tests/conftest.py
+    report = job_report(*COMMON, *ROUNDS, "--machines", "5")
     assert report["rounds"] == 90  # the tolerance is out of reach: every round is run
     return report
 
 
-@pytest.mark.parametrize("crash_round", [1, 23, 60, 89])
+@pytest.mark.parametrize(
+    "crash_round",
+    [1, pytest.param(23, marks=pytest.mark.slow), pytest.param(60, marks=pytest.mark.slow), 89],
+)  # the first and the last round in the fast loop; two in the middle in the full suite
 def test_crash_then_resume_equals_the_uninterrupted_run(
     tmp_path: Path, uninterrupted: dict, crash_round: int
 ) -> None:
@@ -181,31 +184,39 @@ def test_resumed_labels_are_the_stored_ones_not_a_new_draw(tmp_path: Path) -> No
     ],
 )
 def test_a_checkpoint_of_another_run_is_refused(
-    tmp_path: Path, change: list[str], message: str
+    tmp_path: Path, round_20_checkpoints: Path, change: list[str], message: str
 ) -> None:
-    ck = str(tmp_path / "ck")
-    done, _ = _job(
-        tmp_path, "part", "--max-rounds", "20", "--checkpoint", ck, "--checkpoint-every", "10"
-    )
-    assert done.returncode == 0, done.stderr
+    ck = str(round_20_checkpoints)
     again, report = _job(tmp_path, "other", "--max-rounds", "40", "--resume", ck, *change)
     assert again.returncode == 2 and report is None
     assert message in again.stderr and "round-0000000020.npz" in again.stderr
 
 
-def _round_20_checkpoints(tmp_path: Path) -> Path:
-    """A run of 20 rounds with one checkpoint per machine at round 20; its directory."""
+@pytest.fixture(scope="module")
+def round_20_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of 20 rounds with one checkpoint per machine at round 20; its directory (run once
+    for the module: the tests below resume, damage or refuse copies of it)."""
+    tmp_path = tmp_path_factory.mktemp("round-20")
     ck = tmp_path / "ck"
     done, _ = _job(
         tmp_path, "part", "--max-rounds", "20", "--checkpoint", str(ck), "--checkpoint-every", "20"
     )
     assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (ck / "machine-4").iterdir()) == ["round-0000000020.npz"]
     return ck
 
 
-def test_a_format_2_checkpoint_is_refused_by_name(tmp_path: Path) -> None:
+@pytest.fixture
+def round_20_checkpoints(round_20_run: Path, tmp_path: Path) -> Path:
+    """The test's own copy of :func:`round_20_run`'s checkpoint directory."""
+    return Path(shutil.copytree(round_20_run, tmp_path / "ck"))
+
+
+def test_a_format_2_checkpoint_is_refused_by_name(
+    tmp_path: Path, round_20_checkpoints: Path
+) -> None:
     """Format 2 stored the flip stream's PCG64 state: such a file is never resumed."""
-    ck = _round_20_checkpoints(tmp_path)
+    ck = round_20_checkpoints
     path = ck / "machine-2" / "round-0000000020.npz"
     with np.load(path, allow_pickle=False) as stored:
         arrays = {k: stored[k] for k in stored.files}
@@ -219,8 +230,8 @@ def test_a_format_2_checkpoint_is_refused_by_name(tmp_path: Path) -> None:
     assert len(line.splitlines()) == 1
 
 
-def test_a_corrupt_checkpoint_is_refused(tmp_path: Path) -> None:
-    ck = _round_20_checkpoints(tmp_path)
+def test_a_corrupt_checkpoint_is_refused(tmp_path: Path, round_20_checkpoints: Path) -> None:
+    ck = round_20_checkpoints
     path = ck / "machine-4" / "round-0000000020.npz"
     path.write_bytes(path.read_bytes()[:200])
     again, _ = _job(tmp_path, "other", "--max-rounds", "40", "--resume", str(ck))
@@ -278,10 +289,12 @@ def test_a_checkpoint_of_another_seed_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["empty", "renamed"])
-def test_a_damaged_checkpoint_is_one_line_and_exit_2(tmp_path: Path, damage: str) -> None:
+def test_a_damaged_checkpoint_is_one_line_and_exit_2(
+    tmp_path: Path, round_20_checkpoints: Path, damage: str
+) -> None:
     """A 0-byte file (a full disk, a crash while copying), or files renamed to another round
     (every machine's, so the machines agree on that round): one line naming the file."""
-    ck = _round_20_checkpoints(tmp_path)
+    ck = round_20_checkpoints
     if damage == "empty":
         (ck / "machine-2" / "round-0000000020.npz").write_bytes(b"")
         needle = "cannot be read (EOFError"

@@ -68,6 +68,7 @@ def test_an_exception_on_one_machine_is_exit_1_and_one_line_on_every_backend(tmp
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow  # two whole jobs as subprocesses (fault variables set, nothing injected)
 def test_the_job_itself_reads_no_fault_variable(tmp_path):
     """Fault injection lives in tests/fault_entry.py: dpnet.run with DPNET_FAIL_AT="oops"
     (a 29-line traceback once) or a valid "2:1" runs as without them."""

@@ -11,6 +11,8 @@ import pytest
 
 from tests.launch import run_job
 
+pytestmark = pytest.mark.slow  # end-to-end: whole runs as subprocesses onto a mounted tmpfs
+
 RUN = ["--n-samples", "300", "--n-test", "100", "--max-rounds", "30", "--quiet"]
 
 

@@ -46,6 +46,7 @@ def test_a_launch_whose_mpi_library_cannot_be_loaded_is_one_line() -> None:
     assert "/nonexistent/libmpi.so" in done.stderr and "MPI4PY_LIBMPI" in done.stderr
 
 
+@pytest.mark.slow  # an environment check: two whole jobs with the MPI library made unloadable
 def test_threads_and_the_simulator_need_no_mpi_library(tmp_path: Path) -> None:
     for backend in ("threads", "simulated"):
         out = tmp_path / f"{backend}.json"

@@ -115,7 +115,13 @@ def _wait_for(condition, seconds: float) -> None:  # noqa: ANN001
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("n_ranks", [None, pytest.param(4, marks=pytest.mark.mpi_launch)])
+@pytest.mark.parametrize(
+    "n_ranks",
+    [
+        pytest.param(None, marks=pytest.mark.slow),  # 6.5 s stopped by design, then 500 rounds
+        pytest.param(4, marks=pytest.mark.mpi_launch),
+    ],
+)
 def test_a_whole_job_stopped_and_continued_finishes(tmp_path: Path, n_ranks) -> None:  # noqa: ANN001
     """Ctrl-Z, then fg, for twice the peer deadline, while the machines are in their rounds:
     no machine blames a neighbour for a stop of the whole job (the deadline counts this

@@ -40,7 +40,9 @@ def _interrupted(tmp_path, n_ranks, signum, after):  # noqa: ANN001, ANN202
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
-@pytest.mark.parametrize("after", [0.1, 0.4, 1.0, 2.0])
+@pytest.mark.parametrize(
+    "after", [0.1, 0.4, 1.0, pytest.param(2.0, marks=pytest.mark.slow)]
+)  # the job runs until the signal: 2 s of rounds each, the latest moment in the full suite
 def test_inprocess_signal_at_any_moment(tmp_path, signum, after) -> None:  # noqa: ANN001
     done, out = _interrupted(tmp_path, None, signum, after)
     code, line = EXPECTED[signum]
