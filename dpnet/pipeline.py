@@ -51,6 +51,7 @@ from dpnet.report import ProgressPrinter, check_output_paths
 from dpnet.run import launched_by_open_mpi, launcher_rank
 from dpnet.setup import (
     SetUp,
+    centres_columns,
     check_shards_agree,
     data_per_machine,
     load_own_shard,
@@ -163,7 +164,7 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
         return None, None, error
     assert own is not None
     # label privacy: the column sums for the fit's shift (the features are public there)
-    sums = None if config.privacy == "record" else column_sums(own.X)
+    sums = column_sums(own.X) if centres_columns(config) else None
     metas = world.allgather((own.n_samples, own.groups.tolist(), sums))
     try:
         check_own_shards(config, [m[:2] for m in metas])

@@ -219,8 +219,16 @@ def shard_from_own_data(
     )
 
 
+def centres_columns(config: RunConfig) -> bool:
+    """Whether the fit centres the columns: under label privacy, where the features are
+    public; not under record privacy, which protects them (nothing of them may be sent)."""
+    return config.privacy != "record"
+
+
 def shift_of(config: RunConfig, sums: list[np.ndarray], n_total: int) -> np.ndarray | None:
     """The columns' shift of the fit (:class:`~dpnet.decentralized.boundary.PrivateShard`):
-    their mean from every machine's :func:`column_sums` under label privacy, where the
-    features are public; None under record privacy, which protects them."""
-    return None if config.privacy == "record" else column_shift(sums, n_total)
+    their mean from every machine's :func:`column_sums` when :func:`centres_columns`, else
+    None."""
+    if not centres_columns(config):
+        return None
+    return column_shift(sums, n_total)

@@ -26,9 +26,9 @@ from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
 from dpnet.decentralized.machine import (
     MachineOutcome,
     MachineRelease,
-    in_given_columns,
     local_problem,
     machine_oracle,
+    result_in_given_columns,
     theta_budget,
 )
 
@@ -100,7 +100,6 @@ def fit_private_shards(
             history=fit.history,
         )
         oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
-        result.theta = in_given_columns(result.theta, shift)
-        result.z = in_given_columns(result.z, shift)
+        result = result_in_given_columns(result, shift)
         outcomes.append(MachineOutcome(MachineRelease(result, keep_prob, budget), oracle))
     return outcomes

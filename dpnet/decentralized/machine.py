@@ -104,6 +104,15 @@ def in_given_columns(theta: np.ndarray, shift: np.ndarray | None) -> np.ndarray:
     return given
 
 
+def result_in_given_columns(result: MachineResult, shift: np.ndarray | None) -> MachineResult:
+    """A machine's result with theta and Z as :func:`in_given_columns` (what it releases)."""
+    if shift is None:
+        return result
+    return replace(
+        result, theta=in_given_columns(result.theta, shift), z=in_given_columns(result.z, shift)
+    )
+
+
 def local_problem(
     shard: PrivateShard, *, lam: float, loss: str, keep_prob: float, n_machines: int
 ) -> tuple[LocalData, GroupStructure]:
@@ -116,8 +125,11 @@ def local_problem(
     turned back to the columns as given by :func:`in_given_columns`."""
     grp_ptr, grp_indices = groups_from_labels(shard.group_labels)
     thresholds = lam * shard.group_weights / (2.0 * n_machines)
-    X = shard.X if shard.column_shift is None else shard.X - shard.column_shift
-    X_aug = np.hstack([X, np.ones((X.shape[0], 1))])
+    X_aug = np.ones((shard.X.shape[0], shard.X.shape[1] + 1))
+    if shard.column_shift is None:
+        X_aug[:, :-1] = shard.X
+    else:  # the shifted columns written in place: no copy of the shard beside X~
+        np.subtract(shard.X, shard.column_shift, out=X_aug[:, :-1])
     margin_loss = UnbiasedLogistic(keep_prob) if loss == "unbiased" else Logistic()
     data = LocalData(X_aug, shard.y, shard.n_total, margin_loss)
     return data, GroupStructure(grp_ptr, grp_indices, thresholds)
@@ -181,11 +193,7 @@ def fit_private_shard(
         on_round=on_round,
     )
     oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
-    result = replace(
-        result,
-        theta=in_given_columns(result.theta, shard.column_shift),
-        z=in_given_columns(result.z, shard.column_shift),
-    )
+    result = result_in_given_columns(result, shard.column_shift)
     return MachineOutcome(MachineRelease(result, keep_prob, theta_budget(admm)), oracle)
 
 
