@@ -42,7 +42,6 @@ from dpnet.decentralized.steps import (
 from dpnet.decentralized.termination import TreeAggregator, tree_plan
 from dpnet.network.comm import Communicator, PeerSilent
 from dpnet.network.topology import laplacian_extremes
-from dpnet.penalties.group import group_penalty
 
 # residual balancing stops near the tolerance: there the residuals sit at rounding noise and a
 # change of c only restarts the transient
@@ -458,11 +457,11 @@ def run_machine(
 
         primal, dual = residuals(z, z_prev, theta_nbhd, c)
         theta_tol = float(theta_tolerance(config.theta_rtol, c, primal, dual))
-        norm = float(np.linalg.norm(theta))
+        norm = math.sqrt(theta @ theta)
         own = np.array(
             [
                 (released_loss(config, data, theta) if loss is None else loss)
-                + group_penalty(theta[:-1], groups.grp_ptr, groups.grp_indices, groups.thresholds),
+                + float(groups.penalty(theta[:-1])),
                 scaled_residual(primal, dual, c, norm, theta_error),
                 primal,
                 dual,

@@ -225,12 +225,6 @@ def _py_max(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
     return np.where(b > a, b, a)
 
 
-def group_norms_batched(u: np.ndarray, groups: GroupStructure) -> np.ndarray:
-    """||u_{j,g}|| for every machine j (rows of u) and group g: shape (J, G)."""
-    sq = u[:, groups.grp_indices] ** 2
-    return np.sqrt(np.add.reduceat(sq, groups.grp_ptr[:-1], axis=1))
-
-
 def z_update_batched(
     theta: np.ndarray,
     V: np.ndarray,
@@ -242,12 +236,8 @@ def z_update_batched(
 ) -> np.ndarray:
     """Z_j = S(u_j; t) / (c d_j), u_j = sum_{i in Nbar_j} (c theta_i - V_ji), for every j."""
     u = edges.row_sum(c * theta[edges.col] - V)
-    norms = group_norms_batched(u[:, :-1], groups)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shrink = np.where(norms > groups.thresholds, 1.0 - groups.thresholds / norms, 0.0)
     target = u.copy()
-    idx = groups.grp_indices
-    target[:, idx] = u[:, idx] * np.repeat(shrink, np.diff(groups.grp_ptr), axis=1)
+    target[:, :-1] = groups.soft_threshold(u[:, :-1])
     target /= (c * edges.degree)[:, None]
     if alpha_z == 1.0:
         return target
@@ -612,7 +602,7 @@ def run_batched(
             primal, dual = _residuals(z, z_prev, theta, c, edges)
             theta_tol = np.asarray(theta_tolerance(config.theta_rtol, c, primal, dual))
             norm = np.linalg.norm(theta, axis=1)
-            objective = group_norms_batched(theta[:, :-1], groups) @ groups.thresholds
+            objective = groups.penalty(theta[:, :-1])
             if points is not None:  # the loss reads the rows: withheld (admm.released_loss)
                 objective = points.loss + objective
             pending[t] = np.array(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -31,7 +31,7 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.linalg.lapack import dposv, dpotrf, dpotrs
 
 from dpnet.losses.margin import Logistic, MarginLoss
-from dpnet.penalties.group import block_soft_threshold
+from dpnet.penalties.group import group_norms
 
 NEWTON_TOL = 1e-12
 """The theta step's gradient-norm floor: a solve to rounding (every machine's, the simulator's)."""
@@ -69,11 +69,46 @@ def theta_tolerance(
 
 @dataclass(frozen=True)
 class GroupStructure:
-    """Groups of the p penalised columns (CSR) and their thresholds lam * w_g / (2J)."""
+    """Groups of the p penalised columns (CSR: ``grp_indices`` a permutation of 0..p-1) and
+    their thresholds t_g = lam * w_g / (2J)."""
 
     grp_ptr: np.ndarray
     grp_indices: np.ndarray
     thresholds: np.ndarray
+    _column_group: np.ndarray = field(init=False, repr=False, compare=False)
+    _in_order: bool = field(init=False, repr=False, compare=False)
+    _floor: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        n_cols = len(self.grp_indices)
+        if not np.array_equal(np.sort(self.grp_indices), np.arange(n_cols)):
+            raise ValueError("grp_indices must be a permutation of the penalised columns")
+        column_group = np.empty(n_cols, dtype=np.int64)
+        column_group[self.grp_indices] = np.repeat(
+            np.arange(len(self.grp_ptr) - 1), np.diff(self.grp_ptr)
+        )
+        object.__setattr__(self, "_column_group", column_group)
+        object.__setattr__(
+            self, "_in_order", bool(np.array_equal(self.grp_indices, np.arange(n_cols)))
+        )
+        # t_g, or the smallest positive float for t_g = 0 (see soft_threshold)
+        floor = np.maximum(self.thresholds, np.finfo(float).tiny)
+        object.__setattr__(self, "_floor", floor)
+
+    def norms(self, beta: np.ndarray) -> np.ndarray:
+        """||beta_g|| of every group, along the last axis (a machine's beta, or one per row)."""
+        return group_norms(beta, self.grp_ptr, None if self._in_order else self.grp_indices)
+
+    def penalty(self, beta: np.ndarray) -> np.ndarray:
+        """sum_g t_g ||beta_g|| (of each row; 0-d for one beta)."""
+        return np.asarray(self.norms(beta) @ self.thresholds)
+
+    def soft_threshold(self, u: np.ndarray) -> np.ndarray:
+        """The prox of sum_g t_g ||.||: every block u_g scaled by max(0, 1 - t_g/||u_g||)
+        = 1 - t_g / max(||u_g||, t_g) (0 at or below the threshold; 1 where t_g = 0: the
+        floor makes that 0 / ||u_g|| with no 0 / 0 on a zero block), along the last axis."""
+        shrink = 1.0 - self.thresholds / np.maximum(self.norms(u), self._floor)
+        return u * shrink[..., self._column_group]
 
 
 @dataclass(frozen=True)
@@ -103,9 +138,7 @@ def z_update(
     d = theta_nbhd.shape[0]
     u = (c * theta_nbhd - v_out).sum(axis=0)
     target = np.empty_like(u)
-    target[:-1] = block_soft_threshold(
-        u[:-1], groups.thresholds, groups.grp_ptr, groups.grp_indices
-    )
+    target[:-1] = groups.soft_threshold(u[:-1])
     target[-1] = u[-1]
     target /= c * d
     if alpha_z == 1.0:
@@ -134,16 +167,17 @@ class ThetaSolve(NamedTuple):
 
 @dataclass
 class DescentPoint:
-    """The local loss at one theta iterate: its margins y X~ theta and f_j(theta); the
-    derivatives there (l'(margins), the Newton weights l''/n, the loss gradient
-    X~^T (y l'/n)) once asked for (:meth:`derived`). Margins are carried along the steps of a
-    solve (one product with X~ per step) and from one round to the next; every other entry is
-    a function of them, so a point rebuilt from stored margins is bitwise the kept one."""
+    """The local loss at one theta iterate: its margins y X~ theta and f_j(theta); the loss
+    gradient X~^T (y l'/n) and the Newton weights l''/n there once asked for (each computed
+    once). Margins are carried along the steps of a solve (one product with X~ per step) and
+    from one round to the next; every other entry is a function of them, so a point rebuilt
+    from stored margins is bitwise the kept one."""
 
     theta: np.ndarray
     margin: np.ndarray
     loss_value: float
-    _derived: tuple[np.ndarray, np.ndarray] | None = None  # (Newton weights, loss gradient)
+    _gradient: np.ndarray | None = None
+    _weights: np.ndarray | None = None
 
     @classmethod
     def at(
@@ -154,13 +188,18 @@ class DescentPoint:
         loss_value = (1.0 / data.n_total) * data.loss.value(margin).sum()
         return cls(theta.copy(), margin, float(loss_value))
 
-    def derived(self, data: LocalData) -> tuple[np.ndarray, np.ndarray]:
-        """(l''/n, X~^T (y l'/n)) at the margins, computed once."""
-        if self._derived is None:
-            inv_n = 1.0 / data.n_total
-            first, second = data.loss.derivatives(self.margin)
-            self._derived = (inv_n * second, data.X_aug.T @ (inv_n * data.y * first))
-        return self._derived
+    def loss_gradient(self, data: LocalData) -> np.ndarray:
+        """X~^T (y l'/n) at the margins."""
+        if self._gradient is None:
+            first = data.loss.derivative(self.margin)
+            self._gradient = data.X_aug.T @ ((1.0 / data.n_total) * data.y * first)
+        return self._gradient
+
+    def weights(self, data: LocalData) -> np.ndarray:
+        """The Newton weights l''/n at the margins (only a step that forms H reads them)."""
+        if self._weights is None:
+            self._weights = (1.0 / data.n_total) * data.loss.curvature(self.margin)
+        return self._weights
 
 
 def theta_gradient(
@@ -225,8 +264,8 @@ def newton_direction(
     return (grad - X.T @ (s * w)) / rho
 
 
-Direction = Callable[[np.ndarray, np.ndarray, np.ndarray, float], tuple[np.ndarray, bool]]
-"""(theta, gradient, weights l''/n at theta, gradient norm) -> (the step s, theta <- theta - s;
+Direction = Callable[["DescentPoint", np.ndarray, float], tuple[np.ndarray, bool]]
+"""(the point at theta, the gradient there, its norm) -> (the step s, theta <- theta - s;
 whether s is a Newton step, on the matrix of this theta)."""
 
 
@@ -255,10 +294,8 @@ def theta_step_newton(
     gram = X @ X.T if kind == "woodbury" else None  # O(n_j^2 (p+1)), once per theta step
     rho = c * z_nbhd.shape[0]
 
-    def newton(
-        theta: np.ndarray, grad: np.ndarray, weights: np.ndarray, _: float
-    ) -> tuple[np.ndarray, bool]:
-        return newton_direction(X, weights, rho, grad, kind, gram), True
+    def newton(point: DescentPoint, grad: np.ndarray, _: float) -> tuple[np.ndarray, bool]:
+        return newton_direction(X, point.weights(data), rho, grad, kind, gram), True
 
     center = _prox_center(z_nbhd, v_in, c)
     start = DescentPoint.at(data, theta_prev)
@@ -343,12 +380,10 @@ class ChordNewton:
             self.anchor = None
         last_norm = [math.inf]  # the gradient norm before the last step on a kept matrix
 
-        def chord(
-            theta: np.ndarray, grad: np.ndarray, _: np.ndarray, norm: float
-        ) -> tuple[np.ndarray, bool]:
+        def chord(point: DescentPoint, grad: np.ndarray, norm: float) -> tuple[np.ndarray, bool]:
             fresh = self.anchor is None or norm > CHORD_CONTRACTION * last_norm[0]
             if fresh:
-                self.anchor = self._form(theta, rho)
+                self.anchor = self._form(point.theta, rho)
                 last_norm[0] = math.inf  # a fresh matrix: its step is a Newton step
             else:
                 last_norm[0] = norm
@@ -392,20 +427,16 @@ def _descend(
     X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
     point = start
     theta = point.theta
-    f = point.loss_value + 0.5 * rho * np.dot(theta - m, theta - m)
-
-    def gradient(point: DescentPoint) -> tuple[np.ndarray, np.ndarray, float]:
-        weights, loss_grad = point.derived(data)
-        grad = loss_grad + rho * (point.theta - m)
-        return weights, grad, math.sqrt(grad @ grad)
-
-    for iteration in range(max_iter):
-        weights, grad, norm = gradient(point)
+    shift = theta - m
+    f = point.loss_value + 0.5 * rho * np.dot(shift, shift)
+    for iteration in range(max_iter + 1):
+        grad = point.loss_gradient(data) + rho * shift
+        norm = math.sqrt(grad @ grad)
         if iteration == 0:
             tol = max(tol, relative * norm)
-        if norm <= tol:
-            return point, norm
-        step, newton = direction(theta, grad, weights, norm)
+        if norm <= tol or iteration == max_iter:
+            break
+        step, newton = direction(point, grad, norm)
         slope = grad @ step
         moved = y * (X @ step)
         if slope <= FLAT_SLOPE * max(1.0, abs(f)):
@@ -415,21 +446,32 @@ def _descend(
             # is checked again
             theta, margin = theta - step, point.margin - moved
             point = DescentPoint(theta, margin, float(inv_n * loss.value(margin).sum()))
+            shift = theta - m
             if newton:
-                break
-            f = point.loss_value + 0.5 * rho * np.dot(theta - m, theta - m)
+                return point, _gradient_norm(data, point, rho, shift)
+            f = point.loss_value + 0.5 * rho * np.dot(shift, shift)
             continue
         t = 1.0
         while True:
-            cand, cand_margin = theta - t * step, point.margin - t * moved
+            if t == 1.0:
+                cand, cand_margin = theta - step, point.margin - moved
+            else:
+                cand, cand_margin = theta - t * step, point.margin - t * moved
             cand_loss = float(inv_n * loss.value(cand_margin).sum())
-            f_cand = cand_loss + 0.5 * rho * np.dot(cand - m, cand - m)
+            cand_shift = cand - m
+            f_cand = cand_loss + 0.5 * rho * np.dot(cand_shift, cand_shift)
             if f_cand <= f - ARMIJO_FRACTION * t * slope or t < SMALLEST_STEP:
                 break
             t *= 0.5
-        theta, f = cand, f_cand
+        theta, f, shift = cand, f_cand, cand_shift
         point = DescentPoint(theta, cand_margin, cand_loss)
-    return point, gradient(point)[2]
+    return point, norm
+
+
+def _gradient_norm(data: LocalData, point: DescentPoint, rho: float, shift: np.ndarray) -> float:
+    """The subproblem's gradient norm at ``point`` (``shift`` = theta - m)."""
+    grad = point.loss_gradient(data) + rho * shift
+    return math.sqrt(grad @ grad)
 
 
 def theta_update_newton(
@@ -539,8 +581,10 @@ def residuals(
     z_own: np.ndarray, z_prev: np.ndarray, theta_nbhd: np.ndarray, c: float
 ) -> tuple[float, float]:
     """Local primal max_i ||Z_j - theta_i|| and dual c sqrt(d_j) ||Z_j - Z_j^prev||."""
-    primal = float(np.sqrt(((z_own[None, :] - theta_nbhd) ** 2).sum(axis=1)).max())
-    dual = float(c * np.sqrt(theta_nbhd.shape[0]) * np.linalg.norm(z_own - z_prev))
+    apart = theta_nbhd - z_own
+    primal = math.sqrt((apart * apart).sum(axis=1).max())
+    moved = z_own - z_prev
+    dual = c * math.sqrt(theta_nbhd.shape[0]) * math.sqrt(moved @ moved)
     return primal, dual
 
 

@@ -32,10 +32,15 @@ def group_weights(labels: np.ndarray, kind: str) -> np.ndarray:
     return np.ones(len(sizes)) if kind == "ones" else np.sqrt(sizes.astype(float))
 
 
-def group_norms(beta: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray) -> np.ndarray:
-    """||beta_g||_2 for every group, vectorised with np.add.reduceat."""
-    sq = beta[grp_indices] ** 2
-    return np.sqrt(np.add.reduceat(sq, grp_ptr[:-1])) if sq.size else np.zeros(0)
+def group_norms(
+    beta: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray | None
+) -> np.ndarray:
+    """||beta_g||_2 for every group along the last axis, vectorised with np.add.reduceat;
+    ``grp_indices`` None when the columns are already in group order (no gather)."""
+    sq = (beta if grp_indices is None else beta[..., grp_indices]) ** 2
+    if not sq.shape[-1]:
+        return np.zeros((*sq.shape[:-1], 0))
+    return np.sqrt(np.add.reduceat(sq, grp_ptr[:-1], axis=-1))
 
 
 def group_penalty(
@@ -65,22 +70,3 @@ def selected_groups(beta: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarr
     """The groups (in ``grp_ptr``'s order) with norm > :data:`SELECT_RTOL` max(1, ||beta||)."""
     norms = group_norms(beta, grp_ptr, grp_indices)
     return np.flatnonzero(norms > SELECT_RTOL * max(1.0, float(np.linalg.norm(beta))))
-
-
-def block_soft_threshold(
-    u: np.ndarray, thresholds: np.ndarray, grp_ptr: np.ndarray, grp_indices: np.ndarray
-) -> np.ndarray:
-    """prox of sum_g t_g ||.||_2 at u: each block scaled by max(0, 1 - t_g/||u_g||)
-    (by 1 where t_g = 0; the division is by max(||u_g||, t_g), so a block at or below its
-    threshold gets exactly 0)."""
-    norms = group_norms(u, grp_ptr, grp_indices)
-    ratio = np.divide(
-        thresholds,
-        np.maximum(norms, thresholds),
-        out=np.zeros_like(thresholds, dtype=float),
-        where=thresholds > 0,
-    )
-    shrink = np.maximum(1.0 - ratio, 0.0)
-    out = u.copy()
-    out[grp_indices] = u[grp_indices] * np.repeat(shrink, np.diff(grp_ptr))
-    return out
