@@ -9,9 +9,9 @@ The data and graph are those of ``python -m dpnet.run --backend simulated --mach
 in 16 groups, dim = 49 with the intercept); the rounds are :func:`run_batched`'s, in this
 process with one BLAS thread, CPU time (median of --repeats runs of --rounds rounds each).
 
-Flops of the run, counted from the iterations it took (each machine's Newton iterations are
-read off the loss it evaluates: one derivative per gradient, one curvature per matrix formed),
-n = rows, d = dim:
+Flops of the run, counted from the iterations it took (the machines whose gradient
+:meth:`StackedShards.loss_gradient` forms; one curvature evaluation of the loss per matrix
+formed), n = rows, d = dim:
 
 - gradient X~^T (y l'/n): 2 n d per evaluation; step product X~ s: 2 n d per step. Every
   step leads to a point whose gradient is evaluated once; it is carried to the next round (as
@@ -73,6 +73,11 @@ class CountingLoss(MarginLoss):
         self._count("curvature", m)
         return self.loss.curvature(m)
 
+    def value_and_derivative(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self._count("value", m)
+        self._count("derivative", m)
+        return self.loss.value_and_derivative(m)
+
     @property
     def curvature_bound(self) -> float:
         return self.loss.curvature_bound
@@ -127,12 +132,22 @@ def run_once(data: StackedShards, groups: Any, config: Any, graph: Any) -> dict[
     saved = batched.z_update_batched, batched.theta_update_newton_batched
     batched.z_update_batched = timed(clock, "z_step", saved[0])
     batched.theta_update_newton_batched = timed(clock, "theta_step", saved[1])
+    gradient = StackedShards.loss_gradient
+
+    def counted_gradient(
+        self: StackedShards, idx: np.ndarray, margins: np.ndarray, first: Any = None
+    ) -> np.ndarray:
+        counts["gradients"] = counts.get("gradients", 0) + len(idx)
+        return gradient(self, idx, margins, first)
+
+    StackedShards.loss_gradient = counted_gradient  # type: ignore[method-assign]
     try:
         start = time.process_time()
         result = run_batched(counting, groups, config, graph)
         total = time.process_time() - start
     finally:
         batched.z_update_batched, batched.theta_update_newton_batched = saved
+        StackedShards.loss_gradient = gradient  # type: ignore[method-assign]
     assert result.rounds == config.max_rounds, result.stop_reason
     return {"cpu": total, **clock, "counts": counts, "theta": result.theta}
 
@@ -151,7 +166,7 @@ def gflops(data: StackedShards, repeats: int) -> float:
 
 def flop_count(counts: dict[str, int], n_rows: int, n_machines: int, dim: int) -> dict[str, float]:
     """The run's flops by kind (module docstring), from the loss's counts."""
-    gradients = counts.get("derivative", 0) // n_rows  # machine evaluations
+    gradients = counts.get("gradients", 0)  # machine evaluations
     matrices = counts.get("curvature", 0) // n_rows
     steps = gradients - n_machines  # the start points of round 1
     return {

@@ -96,3 +96,46 @@ def test_losses_are_values_and_validate_their_parameters() -> None:
             HuberizedHinge(bad)
     with pytest.raises(TypeError):
         MarginLoss()  # abstract
+
+
+WIDE = np.concatenate([-np.logspace(3, -8, 60), [0.0, -0.0], np.logspace(-8, 3, 60)])
+
+
+@pytest.mark.parametrize("loss", LOSSES, ids=repr)
+def test_the_value_and_its_derivatives_together_are_bitwise_each_alone(loss: MarginLoss) -> None:
+    """A line search's point computes its value and derivative in one pass and a point
+    rebuilt from stored margins (a checkpoint) computes them apart: they must be the same
+    floats, on margins from -1000 to 1000, at +-inf and NaN."""
+    m = np.concatenate([WIDE, [np.inf, -np.inf, np.nan]])
+    with np.errstate(over="raise", divide="raise", invalid="raise"):  # no overflow, no 0/0
+        finite = m[np.isfinite(m)]
+        value, first = loss.value_and_derivative(finite)
+        both = loss.derivatives(finite)
+    assert np.array_equal(value, loss.value(finite))
+    assert np.array_equal(first, loss.derivative(finite))
+    assert np.array_equal(both[0], loss.derivative(finite))
+    assert np.array_equal(both[1], loss.curvature(finite))
+    value, first = loss.value_and_derivative(m)
+    assert np.array_equal(value, loss.value(m), equal_nan=True)
+    assert np.array_equal(first, loss.derivative(m), equal_nan=True)
+
+
+def test_logistic_to_a_few_ulp_of_a_50_digit_reference() -> None:
+    """l(m) = log(1 + e^-m), -sigma(-m) and sigma(m) sigma(-m) against mpmath at 50 digits,
+    margins from -1000 to 1000 (no overflow, no lost tail: l(800) ~ 3.7e-348 underflows to
+    the subnormal range, not to a rounding of 1)."""
+    import mpmath
+
+    mpmath.mp.dps = 50
+    loss = Logistic()
+
+    def exact(f):  # noqa: ANN001, ANN202
+        return np.array([float(f(mpmath.mpf(float(x)))) for x in WIDE])
+
+    value = exact(lambda x: mpmath.log1p(mpmath.exp(-x)))
+    sig = exact(lambda x: 1 / (1 + mpmath.exp(x)))
+    curv = exact(lambda x: mpmath.exp(x) / (1 + mpmath.exp(x)) ** 2)
+    tiny = np.finfo(float).tiny  # below it the reference is subnormal: compare absolutely
+    for got, want in ((loss.value(WIDE), value), (-loss.derivative(WIDE), sig),
+                      (loss.curvature(WIDE), curv)):  # fmt: skip
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(float).eps, atol=4 * tiny)

@@ -46,7 +46,6 @@ from typing import cast
 
 import networkx as nx
 import numpy as np
-from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dpotrf, dpotri
 
 from dpnet.decentralized.admm import (
@@ -69,6 +68,7 @@ from dpnet.decentralized.steps import (
     LocalData,
     scaled_residual,
     theta_tolerance,
+    weighted_gram,
 )
 from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
 from dpnet.errors import MachineFailure, PrivacyError
@@ -176,16 +176,28 @@ class StackedShards:
 
     def margin_loss_sum(self, idx: np.ndarray | slice, margins: np.ndarray) -> np.ndarray:
         """sum over machine j's rows of l(margin), for the machines ``idx`` (their margins)."""
-        values = self.loss.value(margins)
+        return self._row_sums(idx, self.loss.value(margins))
+
+    def margin_loss_sum_and_derivative(
+        self, idx: np.ndarray, margins: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`margin_loss_sum`, l'(margins)) from one pass over the margins."""
+        values, first = self.loss.value_and_derivative(margins)
+        return self._row_sums(idx, values), first
+
+    def _row_sums(self, idx: np.ndarray | slice, values: np.ndarray) -> np.ndarray:
         if self.mask is not None:
             values = values * self.mask[idx]
         return values.sum(axis=1)
 
-    def loss_gradient(self, idx: np.ndarray, margins: np.ndarray) -> np.ndarray:
-        """X~_j^T (y_j l'(margins_j) / n) for the machines ``idx`` (padded rows: zero rows)."""
-        return _stack_matvec(
-            self.X, idx, self.inv_n * self.y[idx] * self.loss.derivative(margins), left=True
-        )
+    def loss_gradient(
+        self, idx: np.ndarray, margins: np.ndarray, first: np.ndarray | None = None
+    ) -> np.ndarray:
+        """X~_j^T (y_j l'(margins_j) / n) for the machines ``idx`` (padded rows: zero rows);
+        ``first``: l'(margins), if already computed."""
+        if first is None:
+            first = self.loss.derivative(margins)
+        return _stack_matvec(self.X, idx, self.inv_n * self.y[idx] * first, left=True)
 
 
 def _matvec(A: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -284,7 +296,7 @@ def _newton_inverses(
     dim = X.shape[2]
     out = np.empty((idx.size, dim, dim))
     for k, j in enumerate(idx):
-        hess = dsyrk(1.0, X[j] * sqrt_weights[k][:, None], trans=1, lower=1)
+        hess = weighted_gram(X[j], sqrt_weights[k], lower=True)
         hess.flat[:: dim + 1] += rho[k]
         factor, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
         if info == 0:
@@ -420,7 +432,8 @@ def theta_update_newton_batched(
         # the full step for every machine: kept where the slope is flat or the Armijo test
         # holds, else halved, every machine with its own t
         new_theta, new_margin = th - step, margin - moved
-        new_loss = inv_n * data.margin_loss_sum(active, new_margin)
+        new_loss, first = data.margin_loss_sum_and_derivative(active, new_margin)
+        new_loss *= inv_n
         f_new = new_loss + proximal(active, new_theta)
         t = np.ones(active.size)
         searching = np.flatnonzero(~flat & ~(f_new <= f_act - ARMIJO_FRACTION * slope))
@@ -428,21 +441,24 @@ def theta_update_newton_batched(
             t[searching] *= 0.5
             trial = th[searching] - t[searching, None] * step[searching]
             trial_margin = margin[searching] - t[searching, None] * moved[searching]
-            trial_loss = inv_n * data.margin_loss_sum(active[searching], trial_margin)
+            trial_loss, trial_first = data.margin_loss_sum_and_derivative(
+                active[searching], trial_margin
+            )
+            trial_loss *= inv_n
             f_trial = trial_loss + proximal(active[searching], trial)
             ok = (
                 f_trial <= f_act[searching] - ARMIJO_FRACTION * t[searching] * slope[searching]
             ) | (t[searching] < SMALLEST_STEP)
             done = searching[ok]
             new_theta[done], new_margin[done] = trial[ok], trial_margin[ok]
-            new_loss[done], f_new[done] = trial_loss[ok], f_trial[ok]
+            new_loss[done], f_new[done], first[done] = trial_loss[ok], f_trial[ok], trial_first[ok]
             searching = searching[~ok]
         points.theta[active], points.margin[active], points.loss[active] = (
             new_theta,
             new_margin,
             new_loss,
         )
-        points.loss_grad[active] = data.loss_gradient(active, new_margin)
+        points.loss_grad[active] = data.loss_gradient(active, new_margin, first)
         f[active] = f_new
         active = active[~flat | ~form]  # a full Newton step ends the solve
     rest = np.flatnonzero(~measured)  # a final Newton step, or max_iter: measured now

@@ -28,6 +28,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dposv, dpotrf, dpotrs
 
 from dpnet.losses.margin import Logistic, MarginLoss
@@ -176,6 +177,7 @@ class DescentPoint:
     theta: np.ndarray
     margin: np.ndarray
     loss_value: float
+    first: np.ndarray | None = None  # l'(margin), when computed with the value
     _gradient: np.ndarray | None = None
     _weights: np.ndarray | None = None
 
@@ -191,7 +193,7 @@ class DescentPoint:
     def loss_gradient(self, data: LocalData) -> np.ndarray:
         """X~^T (y l'/n) at the margins."""
         if self._gradient is None:
-            first = data.loss.derivative(self.margin)
+            first = data.loss.derivative(self.margin) if self.first is None else self.first
             self._gradient = data.X_aug.T @ ((1.0 / data.n_total) * data.y * first)
         return self._gradient
 
@@ -212,6 +214,14 @@ def theta_gradient(
 
 
 NewtonSystem = Literal["dense", "woodbury"]
+
+
+def weighted_gram(X: np.ndarray, sqrt_weights: np.ndarray, lower: bool = False) -> np.ndarray:
+    """The upper (or ``lower``) triangle of S^T S, S = diag(sqrt_weights) X: one symmetric
+    product (BLAS dsyrk, half a general product's flops) of S^T, a Fortran-ordered view of a
+    row-major S (no copy); the other triangle is zero."""
+    scaled = X * sqrt_weights[:, None]
+    return dsyrk(1.0, scaled.T, lower=int(lower))
 
 
 def newton_system_kind(n_rows: int, dim: int) -> NewtonSystem:
@@ -355,8 +365,7 @@ class ChordNewton:
 
     def _form(self, theta: np.ndarray, rho: float) -> NewtonAnchor:
         X, y, inv_n = self.data.X_aug, self.data.y, 1.0 / self.data.n_total
-        scaled = X * np.sqrt(inv_n * self.data.loss.curvature(y * (X @ theta)))[:, None]
-        hess = scaled.T @ scaled
+        hess = weighted_gram(X, np.sqrt(inv_n * self.data.loss.curvature(y * (X @ theta))))
         hess.flat[:: hess.shape[0] + 1] += rho
         factor, info = dpotrf(hess, overwrite_a=True)
         if info != 0 or not np.isfinite(factor).all():
@@ -457,14 +466,15 @@ def _descend(
                 cand, cand_margin = theta - step, point.margin - moved
             else:
                 cand, cand_margin = theta - t * step, point.margin - t * moved
-            cand_loss = float(inv_n * loss.value(cand_margin).sum())
+            values, first = loss.value_and_derivative(cand_margin)
+            cand_loss = float(inv_n * values.sum())
             cand_shift = cand - m
             f_cand = cand_loss + 0.5 * rho * np.dot(cand_shift, cand_shift)
             if f_cand <= f - ARMIJO_FRACTION * t * slope or t < SMALLEST_STEP:
                 break
             t *= 0.5
         theta, f, shift = cand, f_cand, cand_shift
-        point = DescentPoint(theta, cand_margin, cand_loss)
+        point = DescentPoint(theta, cand_margin, cand_loss, first)
     return point, norm
 
 

@@ -36,6 +36,7 @@ from dpnet.losses.logistic import (
     logistic_derivatives,
     logistic_dloss,
     logistic_loss,
+    logistic_loss_and_sigmoid,
 )
 
 
@@ -56,8 +57,13 @@ class MarginLoss(ABC):
 
     def derivatives(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(l'(m), l''(m)) together: a Newton iteration needs both (the logistic losses share
-        one sigmoid between them)."""
+        one exponential between them)."""
         return self.derivative(m), self.curvature(m)
+
+    def value_and_derivative(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(l(m), l'(m)) together, each bitwise what :meth:`value` and :meth:`derivative`
+        give: a line search's accepted point needs its gradient next."""
+        return self.value(m), self.derivative(m)
 
     @property
     @abstractmethod
@@ -87,6 +93,10 @@ class Logistic(MarginLoss):
         s, curvature = logistic_derivatives(m)
         return -s, curvature
 
+    def value_and_derivative(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        value, s = logistic_loss_and_sigmoid(m)
+        return value, -s
+
     @property
     def curvature_bound(self) -> float:
         return 0.25
@@ -107,11 +117,20 @@ class UnbiasedLogistic(MarginLoss):
             raise ConfigError(f"keep_prob must lie in (0.5, 1], got {self.keep_prob}")
 
     def value(self, m: np.ndarray) -> np.ndarray:
+        return self._from_logistic(logistic_loss(m), m)
+
+    def _from_logistic(self, value: np.ndarray, m: np.ndarray) -> np.ndarray:
+        """l_p(m) from l(m): as l(-m) = l(m) + m, l_p(m) = l(m) - m (1 - p)/(2p - 1) (l
+        itself for p = 1, also at m = +-inf)."""
         p = self.keep_prob
-        return (p * logistic_loss(m) - (1 - p) * logistic_loss(-m)) / (2 * p - 1)
+        return value if p == 1.0 else value - ((1 - p) / (2 * p - 1)) * m
 
     def derivative(self, m: np.ndarray) -> np.ndarray:
         return self._from_sigmoid(-logistic_dloss(m))
+
+    def value_and_derivative(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        value, s = logistic_loss_and_sigmoid(m)
+        return self._from_logistic(value, m), self._from_sigmoid(s)
 
     def _from_sigmoid(self, s: np.ndarray) -> np.ndarray:
         """l_p'(m) from s = sigma(-m)."""
