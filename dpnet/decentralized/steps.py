@@ -153,7 +153,9 @@ def local_objective(data: LocalData, theta: np.ndarray) -> float:
 
 
 def _prox_center(z_nbhd: np.ndarray, v_in: np.ndarray, c: float) -> np.ndarray:
-    return (z_nbhd + v_in / c).mean(axis=0)
+    """m_j = mean_i (Z_i + V_ij / c) (a sum divided by d_j: np.mean's floats, without its
+    Python-level wrapper)."""
+    return (z_nbhd + v_in / c).sum(axis=0) / z_nbhd.shape[0]
 
 
 class ThetaSolve(NamedTuple):
