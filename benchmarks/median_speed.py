@@ -22,15 +22,13 @@ and the ratios (both timed in the same run) are what to compare.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import statsmodels.api as sm
 
-from benchmarks.common import write_csv
+from benchmarks.common import timed_together, write_csv
 from dpnet.baselines.median import DPMedianRegressor, simulate_median_data
 from dpnet.baselines.median.numerics import exact_lad
 
@@ -40,28 +38,6 @@ FITS: dict[str, dict] = {
     "Alg2 irls (default)": {"method": "irls"},
     "Alg3 coordinate (default)": {"method": "coordinate", "y_bound": Y_BOUND},
 }
-
-
-def _timed_together(fits: dict[str, Callable[[], np.ndarray]], repeats: int) -> dict[str, dict]:
-    """Every fit once per repeat, in turn (a change of the machine's load lands on all of them,
-    not on one method's block of repeats): per fit its median time, its median ratio to the
-    first fit's time in the same repeat, and every output."""
-    times: dict[str, list[float]] = {name: [] for name in fits}
-    outs: dict[str, list[np.ndarray]] = {name: [] for name in fits}
-    for _ in range(repeats):
-        for name, fit in fits.items():
-            start = time.perf_counter()
-            outs[name].append(fit())
-            times[name].append(time.perf_counter() - start)
-    first = times[next(iter(fits))]
-    return {
-        name: {
-            "median_s": statistics.median(t),
-            "ratio": statistics.median(a / b for a, b in zip(t, first, strict=True)),
-            "outputs": outs[name],
-        }
-        for name, t in times.items()
-    }
 
 
 def main() -> None:
@@ -100,7 +76,7 @@ def main() -> None:
     head = f"  {'fit':30s} {'time (s)':>9s} {'fit/QuantReg':>13s} {'max err':>8s}"
     print(head + f" {'err med':>8s} {'err p95':>8s} {'err max':>8s}")
     rows = []
-    for label, timed in _timed_together(fits, args.repeats).items():
+    for label, timed in timed_together(fits, args.repeats).items():
         err = max(float(np.abs(th - exact).max()) for th in timed["outputs"])
         row = {
             "fit": label,
