@@ -13,10 +13,12 @@ import os
 import resource
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +118,29 @@ def rounds_to_gap(history: list[dict[str, Any]], f_star: float, rel: float) -> i
     """First round from which the relative gap stays <= ``rel`` for the rest of a results
     file's history (None if it never does)."""
     return first_round_within(*relative_gaps(history, f_star), rel)
+
+
+def timed_together(fits: dict[str, Callable[[], Any]], repeats: int) -> dict[str, dict]:
+    """Every fit once per repeat, in turn (a change of the machine's load lands on all of them,
+    not on one method's block of repeats): per fit its median time, its median ratio to the
+    first fit's time in the same repeat, every time and every output."""
+    times: dict[str, list[float]] = {name: [] for name in fits}
+    outs: dict[str, list[Any]] = {name: [] for name in fits}
+    for _ in range(repeats):
+        for name, fit in fits.items():
+            start = time.perf_counter()
+            outs[name].append(fit())
+            times[name].append(time.perf_counter() - start)
+    first = times[next(iter(fits))]
+    return {
+        name: {
+            "median_s": statistics.median(t),
+            "ratio": statistics.median(a / b for a, b in zip(t, first, strict=True)),
+            "times": t,
+            "outputs": outs[name],
+        }
+        for name, t in times.items()
+    }
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:

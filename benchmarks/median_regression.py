@@ -7,25 +7,30 @@ epsilon in {0.1, 0.5, 1, 2}. Errors are against the exact ridge-LAD fit (same la
     python -m benchmarks.median_regression --mode quick   # n = 5,000 and 50,000, 3 repetitions
     python -m benchmarks.median_regression --mode full    # n = 5,000 and 5,000,000, 10 repetitions
 
-Writes benchmarks/out/median_regression_{mode}.csv, .md and .png. Every fit in the first
-repetition of each (n, epsilon) is timed end to end through DPMedianRegressor. Later
-repetitions of Alg. 2 (and of Alg. 3's private start, which is Alg. 2 at epsilon/2) reuse the
-certified minimiser (their only data-dependent, deterministic part) and draw fresh Laplace
-noise: the same output distribution at a fraction of the CPU.
+Writes benchmarks/out/median_regression_{mode}.csv, .md and .png. Times: at each (n, epsilon)
+TIMED_ROUNDS rounds, each fitting every method once in turn end to end through
+DPMedianRegressor (fresh noise; a change of the machine's load lands on all methods, not on one
+method's block); a method's time is its median over the rounds. Errors: the first repetition
+is a fit through DPMedianRegressor; later repetitions of Alg. 2 (and of Alg. 3's private start,
+which is Alg. 2 at its share of epsilon) reuse the certified minimiser (their only
+data-dependent, deterministic part) and draw fresh Laplace noise: the same output distribution
+at a fraction of the CPU. statsmodels QuantReg is timed once per n (a reference only).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from benchmarks.common import write_csv
+from benchmarks.common import timed_together, write_csv
 from dpnet.baselines.median import PAPER_PARAMS, TRUE_THETA, DPMedianRegressor, simulate_median_data
-from dpnet.baselines.median.algorithms import CERT_SLACK, irls_fit
+from dpnet.baselines.median.algorithms import CERT_SLACK, irls_fit, private_start_share
 from dpnet.baselines.median.numerics import exact_lad
 from dpnet.baselines.median.privacy import irls_l2_sensitivity
 from dpnet.privacy.clipping import clip_values
@@ -41,6 +46,23 @@ METHODS = {
     "Alg3 private start, l=0.1": {"method": "coordinate", "init": "private"},
 }
 MODES = {"quick": ((5_000, 50_000), 3), "full": ((5_000, 5_000_000), 10)}
+TIMED_ROUNDS = 5  # interleaved timed fits of every method per (n, epsilon); times are medians
+
+
+def _start_share(n: int, d: int) -> float:
+    """The estimator's default init_share (init="private") with the paper's parameters."""
+    p = PAPER_PARAMS
+    return private_start_share(
+        n,
+        d,
+        lam=p["lam"],
+        intercept_ridge=1.0 / math.sqrt(n),
+        x_bound=p["x_bound"],
+        y_bound=p["y_bound"],
+        beta_bound=DPMedianRegressor().beta_bound,
+        n_splits=p["n_splits"],
+        step=p["step"],
+    )
 
 
 def _quantreg_time(X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -49,6 +71,13 @@ def _quantreg_time(X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     start = time.perf_counter()
     params = sm.QuantReg(y, sm.add_constant(X)).fit(q=0.5).params
     return time.perf_counter() - start, np.asarray(params)
+
+
+def _fit(X: np.ndarray, y: np.ndarray, eps: float, kw: dict, rng: np.random.Generator) -> Any:
+    """One end-to-end fit through DPMedianRegressor (paper's parameters, ``kw`` on top)."""
+    return DPMedianRegressor(
+        epsilon=eps, random_state=int(rng.integers(2**63)), **{**PAPER_PARAMS, **kw}
+    ).fit(X, y)
 
 
 def _irls_repeat(X, y, epsilon, cache, rng) -> np.ndarray:
@@ -73,9 +102,11 @@ def run(
     sizes: tuple[int, ...] | None = None,
     reps: int | None = None,
     timings: list[dict] | None = None,
+    timed_rounds: int = TIMED_ROUNDS,
 ) -> list[dict]:
     """Fit every method at every (n, epsilon); ``sizes`` / ``reps`` override the mode's, and
-    the timing rows are appended to ``timings`` when given. Returns one row per fit."""
+    the timing rows (median over ``timed_rounds`` interleaved rounds) are appended to
+    ``timings`` when given. Returns one row per fit."""
     sizes = sizes or MODES[mode][0]
     reps = reps or MODES[mode][1]
     rows: list[dict] = []
@@ -96,17 +127,33 @@ def run(
         timings.append({"n": n, "method": "statsmodels QuantReg (lam=0)", "time_s": t_qr})
         timings.append({"n": n, "method": "exact ridge-LAD (certified)", "time_s": t_exact})
         cache: dict = {}
+        share = _start_share(n, X.shape[1])
         for eps in EPSILONS:
+            time_rng = np.random.default_rng([seed, n, int(eps * 1000), 10**6])
+            fits = {
+                label: functools.partial(_fit, X, y, eps, kw, time_rng)
+                for label, kw in METHODS.items()
+            }
+            timed = timed_together(fits, timed_rounds)
+            for label in METHODS:
+                timings.append(
+                    {
+                        "n": n,
+                        "method": f"{label} (eps={eps:g})",
+                        "time_s": timed[label]["median_s"],
+                        "timed_rounds": timed_rounds,
+                        "quantreg_ratio": t_qr / timed[label]["median_s"],
+                    }
+                )
             for label, kw in METHODS.items():
                 for rep in range(reps):
                     rep_rng = np.random.default_rng([seed, n, int(eps * 1000), rep])
-                    start = time.perf_counter()
                     if rep > 0 and kw["method"] == "irls":
                         theta = _irls_repeat(X, y, eps, cache, rep_rng)
                     elif rep > 0 and kw.get("init") == "private":  # same law as init="private"
-                        init = _irls_repeat(X, y, eps / 2, cache, rep_rng)
+                        init = _irls_repeat(X, y, share * eps, cache, rep_rng)
                         est = DPMedianRegressor(
-                            epsilon=eps / 2,
+                            epsilon=(1.0 - share) * eps,
                             random_state=int(rep_rng.integers(2**63)),
                             **{**PAPER_PARAMS, **kw, "init": init},
                         ).fit(X, y)
@@ -118,16 +165,6 @@ def run(
                             **{**PAPER_PARAMS, **kw},
                         ).fit(X, y)
                         theta = np.r_[est.intercept_, est.coef_]
-                    elapsed = time.perf_counter() - start
-                    if rep == 0:
-                        timings.append(
-                            {
-                                "n": n,
-                                "method": f"{label} (eps={eps:g})",
-                                "time_s": elapsed,
-                                "quantreg_ratio": t_qr / elapsed,
-                            }
-                        )
                     rows.append(
                         {
                             "n": n,
@@ -140,7 +177,7 @@ def run(
                             "beta3": theta[3],
                             "l2_error_vs_exact": float(np.linalg.norm(theta - exact)),
                             "max_error_vs_exact": float(np.abs(theta - exact).max()),
-                            "time_s": elapsed if rep == 0 else math.nan,
+                            "time_s": timed[label]["median_s"] if rep == 0 else math.nan,
                         }
                     )
                 err = np.mean([r["l2_error_vs_exact"] for r in rows[-reps:]])
@@ -201,7 +238,7 @@ def _write(rows: list[dict], timings: list[dict], out_dir: Path, mode: str) -> N
         "",
         f"true theta (mu, beta1..3) = {TRUE_THETA.tolist()}",
         "",
-        "| n | fit | time (s) | QuantReg time / time |",
+        "| n | fit | time (s; DP fits: median of interleaved rounds) | QuantReg time / time |",
         "|---|---|---|---|",
     ]
     for t in timings:

@@ -13,6 +13,7 @@ from dpnet.baselines.median import (
     run_median_baselines,
     simulate_median_data,
 )
+from dpnet.baselines.median.algorithms import private_start_share
 from dpnet.baselines.median.numerics import exact_lad, ridge_lad_exact
 from dpnet.errors import ConfigError, DataError
 from dpnet.privacy.ledger import PrivacyLedger
@@ -174,8 +175,87 @@ def test_coordinate_private_start_without_ridge(big):
     est = DPMedianRegressor(method="coordinate", lam=0.0, y_bound=10.0, random_state=0)
     est.fit(X, y, ledger=ledger)
     assert np.linalg.norm(np.r_[est.intercept_, est.coef_] - ref) < 0.5
-    assert [r.pure_epsilon for r in ledger.releases] == pytest.approx([0.5, 0.5])
+    share = _default_share(X.shape[0], lam=1 / np.sqrt(X.shape[0]))
+    assert [r.pure_epsilon for r in ledger.releases] == pytest.approx([share, 1.0 - share])
     assert ledger.pure_epsilon() == pytest.approx(1.0)
+
+
+def _default_share(n: int, *, lam: float = PAPER_PARAMS["lam"], d: int = 3) -> float:
+    return private_start_share(
+        n,
+        d,
+        lam=lam,
+        intercept_ridge=1 / np.sqrt(n),
+        x_bound=1.0,
+        y_bound=10.0,
+        beta_bound=10.0,
+        n_splits=40,
+        step=0.1,
+    )
+
+
+@pytest.mark.parametrize("n", [5000, 100_000, 1_000_000])
+def test_default_start_share_minimises_the_released_noise_variance(n):
+    """The default init_share is the argmin of V(s) = c0/s^2 + c1/(1-s)^2, the Laplace variance
+    of the released theta, with c0 and c1 recomputed here from the mechanisms' scales."""
+    from dpnet.baselines.median.algorithms import CERT_SLACK
+    from dpnet.baselines.median.privacy import (
+        coordinate_beta_l1_sensitivity,
+        coordinate_mu_sensitivity,
+        irls_l2_sensitivity,
+        split_epsilon,
+    )
+
+    d, a_mu, lam = 3, 1 / np.sqrt(n), PAPER_PARAMS["lam"]
+    l1 = (
+        2.0
+        * (1 + 2 * CERT_SLACK)
+        * irls_l2_sensitivity(n, lam=lam, intercept_ridge=a_mu, x_bound=1.0)
+    )
+    c0 = 2 * (d + 1) * l1**2
+    sizes = [b.size for b in np.array_split(np.arange(n), 40)]
+    c1 = 0.0
+    for t, m in enumerate(sizes):
+        sb = coordinate_beta_l1_sensitivity(0.1 / (t + 1), m, d=d, x_bound=1.0)
+        sm = coordinate_mu_sensitivity(m, x_bound=1.0, y_bound=10.0, beta_bound=10.0)
+        eb, em = split_epsilon(1.0, sb, sm, d)
+        c1 += 2 * d * (sb / eb) ** 2 + 2 * (m / n) ** 2 * (sm / em) ** 2
+    grid = np.linspace(0.001, 0.999, 9999)
+    best = grid[np.argmin(c0 / grid**2 + c1 / (1 - grid) ** 2)]
+    share = _default_share(n)
+    assert share == pytest.approx(best, abs=2e-4)
+    assert 0.7 < share < 0.9  # the paper's parameters: the start is the costlier release
+
+
+def test_default_start_share_is_recorded_and_sums_to_epsilon(data):
+    X, y = data
+    ledger = PrivacyLedger()
+    est = DPMedianRegressor(method="coordinate", epsilon=2.0, y_bound=10.0, random_state=0)
+    est.fit(X, y, ledger=ledger)
+    share = _default_share(X.shape[0])
+    assert [r.pure_epsilon for r in ledger.releases] == pytest.approx([2 * share, 2 - 2 * share])
+    fixed = DPMedianRegressor(method="coordinate", y_bound=10.0, init_share=0.5, random_state=0)
+    ledger = PrivacyLedger()
+    fixed.fit(X, y, ledger=ledger)
+    assert [r.pure_epsilon for r in ledger.releases] == pytest.approx([0.5, 0.5])
+
+
+def test_coordinate_intercept_averages_the_released_mu_over_all_rows(data):
+    """With beta nearly still (steps 1e-6 / (t + 1), little noise) the released intercept is the
+    mean residual over all rows, not over the last batch (its n/N = 75 rows: sd ~0.3)."""
+    X, y = data
+    beta0 = np.array([3.0, 0.0, -4.0])
+    est = DPMedianRegressor(
+        method="coordinate",
+        epsilon=1e6,
+        y_bound=10.0,
+        init=np.r_[0.0, beta0],
+        step=1e-6,
+        random_state=0,
+    ).fit(X, y)
+    np.testing.assert_allclose(est.coef_, beta0, atol=1e-4)
+    resid = np.clip(y, -10, 10) - X @ beta0
+    assert est.intercept_ == pytest.approx(resid.mean(), abs=1e-4)
 
 
 def test_column_y_is_ravelled_with_a_warning(data):
