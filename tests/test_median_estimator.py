@@ -274,3 +274,18 @@ def test_sparse_input_is_refused(data):
     X, y = data[0][:50], data[1][:50]
     with pytest.raises(TypeError, match="dense data is required"):
         DPMedianRegressor().fit(sparse.csr_matrix(X), y)
+
+
+@pytest.mark.parametrize("share", [0.1, 0.3, 1 / 3, 0.45, 0.7])
+@pytest.mark.parametrize("epsilon", [0.1, 0.3, 0.7, 1.0, 2.9])
+def test_the_two_releases_never_compose_to_more_than_epsilon(data, share, epsilon):
+    """The start and the descent sum to at most epsilon in floating point (a plain
+    epsilon - share * epsilon can round one unit in the last place above)."""
+    X, y = data
+    ledger = PrivacyLedger()
+    DPMedianRegressor(
+        method="coordinate", epsilon=epsilon, y_bound=10.0, init_share=share, random_state=0
+    ).fit(X, y, ledger=ledger)
+    start, descent = (r.pure_epsilon for r in ledger.releases)
+    assert start + descent <= epsilon
+    assert start + descent == pytest.approx(epsilon, rel=1e-15)
