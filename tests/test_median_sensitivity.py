@@ -18,6 +18,7 @@ from dpnet.baselines.median.privacy import (
     design_norm_bound,
     irls_l2_sensitivity,
     jacobian_log_bound,
+    split_epsilon,
 )
 from dpnet.losses.huber import huber_curvature, huber_derivative
 
@@ -144,3 +145,18 @@ def test_coordinate_step_sensitivities():
     bound_mu = coordinate_mu_sensitivity(m, x_bound=X_BOUND, y_bound=y_bound, beta_bound=beta_bound)
     assert worst_mu <= bound_mu * (1 + 1e-12)
     assert worst_mu >= 0.999 * bound_mu
+
+
+def test_a_split_budget_composes_to_at_most_epsilon() -> None:
+    """split_epsilon's two parts sum to at most epsilon in floating point, and as close to
+    it as floats allow, over a grid of budgets and scales (a plain epsilon - eps_beta rounds
+    one unit in the last place above epsilon on some of them)."""
+    rng = np.random.default_rng(3)
+    over = 0
+    for epsilon in rng.uniform(0.01, 10.0, 300):
+        s_beta, s_mu = rng.uniform(1e-4, 10.0, 2)
+        eps_beta, eps_mu = split_epsilon(float(epsilon), s_beta, s_mu, 3)
+        assert eps_beta + eps_mu <= epsilon
+        assert eps_beta + eps_mu == pytest.approx(epsilon, rel=4e-16)
+        over += eps_beta + (epsilon - eps_beta) > epsilon
+    assert over > 0  # the grid has cases the plain subtraction gets wrong

@@ -130,4 +130,14 @@ def split_epsilon(
     wb = (d * beta_scale**2) ** (1.0 / 3.0)
     wm = (mu_scale**2) ** (1.0 / 3.0)
     eps_beta = epsilon * wb / (wb + wm)
-    return eps_beta, epsilon - eps_beta
+    return eps_beta, rest_of_budget(epsilon, eps_beta)
+
+
+def rest_of_budget(total: float, spent: float) -> float:
+    """The largest float r <= total - spent with spent + r <= total: a rounded-to-nearest
+    subtraction can give one unit in the last place more (when spent < total / 2), and two
+    releases' epsilons must compose to at most ``total``."""
+    rest = total - spent
+    while spent + rest > total:
+        rest = math.nextafter(rest, 0.0)
+    return rest

@@ -30,6 +30,7 @@ from dpnet.baselines.median.algorithms import (
     private_start_share,
 )
 from dpnet.baselines.median.numerics import clip_rows_safe, exact_lad
+from dpnet.baselines.median.privacy import rest_of_budget
 from dpnet.checks import positive
 from dpnet.errors import ConfigError, DataError
 from dpnet.params import (
@@ -276,7 +277,7 @@ class DPMedianRegressor(RegressorMixin, ConstrainedEstimator):
                 intercept_ridge=a_mu,
                 rng=rng,
             )
-            eps = _rest_of_budget(eps, eps_init)
+            eps = rest_of_budget(eps, eps_init)
         elif isinstance(self.init, str):
             theta0 = np.zeros(X.shape[1] + 1)
         else:
@@ -395,13 +396,3 @@ def run_median_baselines(
         }
     out["pure_epsilon_spent"] = spent
     return out
-
-
-def _rest_of_budget(total: float, spent: float) -> float:
-    """The largest float r = total - spent with spent + r <= total: rounded-to-nearest
-    subtraction can give one unit in the last place more (when spent < total / 2), and the
-    two releases' epsilons must compose to at most ``total``."""
-    rest = total - spent
-    while spent + rest > total:
-        rest = math.nextafter(rest, 0.0)
-    return rest
