@@ -80,7 +80,7 @@ def calibrate_objective_perturbation(
             extra *= 1.0 + 1e-12
         jac = jacobian_log_bound(n, extra=extra, **kw)
     return ObjectivePerturbation(
-        noise_epsilon=epsilon - jac,
+        noise_epsilon=rest_of_budget(epsilon, jac),
         extra_ridge=extra,
         jacobian_log=jac,
         sensitivity=2.0 * design_norm_bound(x_bound),
