@@ -678,10 +678,10 @@ each rank's caches are evicted by the others at every exchange, which inflates i
 Per-machine compute, alone = the slowest machine's CPU seconds for its rounds up to the gap,
 its round loop replayed alone on a core against the buffers its neighbours sent
 (`python -m benchmarks.machine_replay`, the fastest of 5 replays; the replay of the whole run
-is checked to be bitwise the recorded one): what a machine with a core of its own spends. The speed-up is of this
-figure. skglm to gap = the fewest GroupProxNewton iterations reaching the same gap,
-timed in this run on the same rows; ratio = our wall to gap / skglm's. The paper's Matlab
-seconds are for an unstated fixed number of iterations.
+is checked to be bitwise the recorded one): what a machine with a core of its own spends.
+The speed-up is of this figure. skglm to gap = the fewest GroupProxNewton iterations
+reaching the same gap, timed in this run on the same rows; ratio = our wall to gap / skglm's.
+The paper's Matlab seconds are for an unstated fixed number of iterations.
 
 {table}
 """,
