@@ -8,8 +8,9 @@ One machine (J = 1, in this process, one BLAS thread) runs the default ADMM to c
 the first n rows of paper 3's Table 1 data (model III, p = 48, seed 1); its CPU time per round
 (median over --repeats runs), split by step (``timing.cpu_seconds_per_round_by_step``), is set
 against the median CPU time of one Hessian-plus-solve of the same rows: X~^T D X~ formed as a
-scaled product (D a diagonal of logistic weights) plus c I, and solved by Cholesky (LAPACK
-dposv), the work of one classical Newton iteration. Writes benchmarks/out/round_cost.csv.
+symmetric product of the scaled rows (D a diagonal of logistic weights; BLAS dsyrk) plus c I,
+and solved by Cholesky (LAPACK dposv), the work of one classical Newton iteration. Writes
+benchmarks/out/round_cost.csv.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dpnet.config import parse_config
 from dpnet.decentralized.admm import ADMMConfig, MachineResult, run_machine
 from dpnet.decentralized.boundary import cross_boundary
 from dpnet.decentralized.machine import local_problem
+from dpnet.decentralized.steps import weighted_gram
 from dpnet.network.inprocess import run_in_process
 from dpnet.setup import prepare_problem
 
@@ -35,9 +37,9 @@ OUT = Path(__file__).resolve().parent / "out" / "round_cost.csv"
 
 
 def hessian_and_solve(X: np.ndarray, weights: np.ndarray, rho: float, grad: np.ndarray) -> None:
-    """One Newton system of the shard: (X^T diag(weights) X + rho I) s = grad."""
-    scaled = X * np.sqrt(weights)[:, None]
-    hess = scaled.T @ scaled
+    """One Newton system of the shard: (X^T diag(weights) X + rho I) s = grad, H's upper
+    triangle by one symmetric product (BLAS dsyrk, half a general product's flops)."""
+    hess = weighted_gram(X, np.sqrt(weights))
     hess.flat[:: hess.shape[0] + 1] += rho
     dposv(hess, grad, overwrite_a=True)
 

@@ -246,9 +246,9 @@ def newton_direction(
     r"""H^{-1} grad for H = X^T diag(weights) X + rho I, weights >= 0 (may be exactly 0), rho > 0.
 
     ``dense``: H = A^T A + rho I with A = S X, S = diag(weights)^{1/2} (a symmetric rank-k
-    product, BLAS syrk), solved by Cholesky (LAPACK dposv); NaN if H has a non-finite entry
-    or is not numerically positive definite (the stop rule then stops the run as
-    non-finite). ``woodbury``:
+    product, :func:`weighted_gram`), solved by Cholesky (LAPACK dposv); NaN if H has a
+    non-finite entry or is not numerically positive definite (the stop rule then stops the
+    run as non-finite). ``woodbury``:
 
         H^{-1} g = (1/rho) [g - X^T S (rho I + S X X^T S)^{-1} S X g],
 
@@ -256,8 +256,7 @@ def newton_direction(
     passed to reuse it across Newton iterations. See docs/algorithms.md.
     """
     if kind == "dense":
-        scaled = X * np.sqrt(weights)[:, None]
-        hess = scaled.T @ scaled
+        hess = weighted_gram(X, np.sqrt(weights))  # the upper triangle, which dposv reads
         hess.flat[:: hess.shape[0] + 1] += rho
         if not np.isfinite(hess).all():  # posv would "solve" a system with infinite entries
             return np.full_like(grad, np.nan)
