@@ -235,7 +235,7 @@ def network_decision(
     residuals of one regime would otherwise drive many changes (a 256-ring doubled c 25
     times before the first doubling was seen; docs/algorithms.md).
     """
-    if not np.isfinite(complete).all():
+    if not all(map(math.isfinite, complete.tolist())):  # five floats: no array call
         return "non-finite", 1.0
     if complete[4] > config.max_coef_norm:
         return "diverged", 1.0

@@ -94,7 +94,7 @@ class TreeAggregator:
     def __init__(self, plan: TreePlan, neighbours: list[int]) -> None:
         self.plan = plan
         slot = {v: k for k, v in enumerate(neighbours)}
-        self._child_slots = [slot[c] for c in plan.children]
+        self._child_slots = np.array([slot[c] for c in plan.children], dtype=np.intp)
         self._parent_slot = None if plan.parent is None else slot[plan.parent]
         self._own: deque[np.ndarray] = deque(maxlen=plan.height - plan.depth + 1)
         # the children's U, one row each in the order of plan.children
