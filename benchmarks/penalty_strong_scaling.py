@@ -5,17 +5,19 @@ simulator, the job's data path).
     python -m benchmarks.penalty_strong_scaling --seeds 1 --runs 20:complete --rules now
 
 Paper 3's Table 1 data (``benchmarks.scaling.job_argv``: synthetic model III, n = 10,000,
-p = 48 in 16 groups, lambda = 0.1, privacy off, default solver) for data seeds ``--seeds``,
-and ``--memset`` 10,000 rows of MEMset (7 groups of 4 one-hot columns, drawn per seed from its
-training split; needs ../shared/data/memset), each split over J machines as the job splits it
-(``--runs`` J:topology). For every rule of ``RULES`` the start c_0 is computed from the graph
-(J, its Laplacian's extreme eigenvalues, its degree), rounded to 3 significant digits and given
-as ``--c``; everything else (residual balancing, over-relaxation 1.5) is the default. Reported:
+p = 48 in 16 groups, lambda = 0.1, privacy off, default solver) for data seeds ``--seeds``;
+``--memset`` adds 10,000 rows of MEMset (5,000 per class of its training split, 7 groups of 4
+one-hot columns) and ``--adult`` 10,000 rows of Adult (a9a's training file, one group per
+column, all-zero columns of the draw dropped), drawn per seed from ../shared/data
+(``DPNET_DATA_DIR``). Each is split over J machines as the job splits it (``--runs``
+J:topology). For every rule of ``RULES`` the start c_0 is computed from the graph (J, its
+Laplacian's extreme eigenvalues, its degree), rounded to 3 significant digits and given as
+``--c``; everything else (residual balancing, over-relaxation 1.5) is the default. Reported:
 rounds from which the network objective stays within a relative gap of 1e-4 and of 1e-6 of
-skglm's F* (runs end at a 1e-8 gap or ``--max-rounds``). Writes
-benchmarks/out/<--output>.csv. docs/algorithms.md ("The penalty c") has the results: the best
-start differs 8x between the two data sets, so no rule of public facts beats the current one
-on both.
+skglm's F* (runs end at a 1e-8 gap or ``--max-rounds``), and a table of seed means. Writes
+benchmarks/out/<--output>.csv. docs/algorithms.md ("The penalty c", "Strong scaling") has the
+results: the best start differs 4-8x between the data sets on the same graphs, so no rule of
+public facts beats the current one on all of them.
 
     nice -n 10 python -m benchmarks.penalty_strong_scaling --memset     # the docs' table
 """
@@ -35,7 +37,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from benchmarks.common import OUT_DIR, first_round_within, reference_value, write_csv
+from benchmarks.common import DATA_DIR, OUT_DIR, first_round_within, reference_value, write_csv
 from benchmarks.scaling import job_argv
 from dpnet.config import parse_config
 from dpnet.decentralized.admm import PENALTY_SCALE, initial_penalty
@@ -49,7 +51,6 @@ from dpnet.setup import prepare_problem
 GAPS = (1e-4, 1e-6)
 STOP_GAP = 1e-8
 N, N_GROUPS = 10_000, 16
-MEMSET = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "memset"
 RUNS = (
     "1:complete",
     "5:paper5",
@@ -171,17 +172,57 @@ def data_sets(args: argparse.Namespace, tmp: Path) -> list[tuple[str, int, list[
 
         for seed in args.seeds:
             train, _ = load_memset(
-                MEMSET, n_train_pos=5000, n_train_neg=5000, rng=np.random.default_rng(seed)
+                DATA_DIR / "memset",
+                n_train_pos=5000,
+                n_train_neg=5000,
+                rng=np.random.default_rng(seed),
             )
             path = tmp / f"memset{seed}.npz"
             np.savez(path, X=train.X, y=train.y, groups=train.groups)
             argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
             out.append(("memset", seed, argv))
+    if args.adult:
+        from dpnet.data.loaders import load_adult
+
+        X_all, y_all, _, _ = load_adult(DATA_DIR / "adult", intercept=False)
+        for seed in args.seeds:
+            pick = np.random.default_rng(seed).choice(len(y_all), size=N, replace=False)
+            X = X_all[pick][:, X_all[pick].any(axis=0)]  # skglm fails on an all-zero column
+            path = tmp / f"adult{seed}.npz"
+            np.savez(path, X=X, y=y_all[pick], groups=np.arange(X.shape[1]))
+            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
+            out.append(("adult", seed, argv))
     return out
 
 
 def fmt(value: Any) -> str:
     return "-" if value is None else str(value)
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """Seed means of rounds to 1e-4 / 1e-6 per (data, J, topology) and rule ("-": a seed never
+    reached the gap)."""
+    rules = list(dict.fromkeys(r["rule"] for r in rows))
+    cases = list(dict.fromkeys((r["data"], r["J"], r["topology"]) for r in rows))
+    lines = [
+        "| data | J | graph | " + " | ".join(rules) + " |",
+        "|---|---|---|" + "---|" * len(rules),
+    ]
+    for data, n_mach, topology in cases:
+        cells = []
+        for rule in rules:
+            runs = [
+                r
+                for r in rows
+                if (r["data"], r["J"], r["topology"], r["rule"]) == (data, n_mach, topology, rule)
+            ]
+            means = []
+            for gap in GAPS:
+                got = [r[f"rounds_to_{gap:g}"] for r in runs]
+                means.append("-" if None in got else f"{np.mean(got):.0f}")
+            cells.append(" / ".join(means))
+        lines.append(f"| {data} | {n_mach} | {topology} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -190,6 +231,7 @@ def main() -> None:
     parser.add_argument("--rules", nargs="+", default=list(DEFAULT_RULES), choices=list(RULES))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--memset", action="store_true", help="MEMset rows too")
+    parser.add_argument("--adult", action="store_true", help="Adult (a9a) rows too")
     parser.add_argument(
         "--no-synthetic", dest="synthetic", action="store_false", help="MEMset only"
     )
@@ -220,6 +262,7 @@ def main() -> None:
                     )
                     write_csv(rows, OUT_DIR / f"{args.output}.csv")
                 print("  ".join(line), flush=True)
+    print(markdown(rows))
 
 
 if __name__ == "__main__":
