@@ -1,0 +1,269 @@
+"""Rounds to the 1e-4 and 1e-6 gaps in strong scaling under starting-penalty rules (batched
+simulator, the job's data path).
+
+    nice -n 10 python -m benchmarks.penalty_strong_scaling                 # the whole grid
+    python -m benchmarks.penalty_strong_scaling --seeds 1 --runs 20:complete --rules now
+
+Paper 3's Table 1 data (``benchmarks.scaling.job_argv``: synthetic model III, n = 10,000,
+p = 48 in 16 groups, lambda = 0.1, privacy off, default solver) for data seeds ``--seeds``;
+``--memset`` adds 10,000 rows of MEMset (5,000 per class of its training split, 7 groups of 4
+one-hot columns) and ``--adult`` 10,000 rows of Adult (a9a's training file, one group per
+column, all-zero columns of the draw dropped), drawn per seed from ../shared/data
+(``DPNET_DATA_DIR``). Each is split over J machines as the job splits it (``--runs``
+J:topology). For every rule of ``RULES`` the start c_0 is computed from the graph (J, its
+Laplacian's extreme eigenvalues, its degree), rounded to 3 significant digits and given as
+``--c``; everything else (residual balancing, over-relaxation 1.5) is the default. Reported:
+rounds from which the network objective stays within a relative gap of 1e-4 and of 1e-6 of
+skglm's F* (runs end at a 1e-8 gap or ``--max-rounds``), and a table of seed means. Writes
+benchmarks/out/<--output>.csv. docs/algorithms.md ("The penalty c", "Strong scaling") has the
+results: the best start differs 4-8x between the data sets on the same graphs, so no rule of
+public facts beats the current one on all of them.
+
+    nice -n 10 python -m benchmarks.penalty_strong_scaling --memset     # the docs' table
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from benchmarks.common import DATA_DIR, OUT_DIR, first_round_within, reference_value, write_csv
+from benchmarks.scaling import job_argv
+from dpnet.config import parse_config
+from dpnet.decentralized.admm import PENALTY_SCALE, initial_penalty
+from dpnet.decentralized.all_machines import randomize_all
+from dpnet.decentralized.batched import StackedShards, run_batched
+from dpnet.decentralized.machine import local_problem
+from dpnet.job import admm_config
+from dpnet.network.topology import build_topology, laplacian_extremes, validate_topology
+from dpnet.setup import prepare_problem
+
+GAPS = (1e-4, 1e-6)
+STOP_GAP = 1e-8
+N, N_GROUPS = 10_000, 16
+RUNS = (
+    "1:complete",
+    "5:paper5",
+    "5:complete",
+    "10:complete",
+    "20:complete",
+    "40:complete",
+    "10:ring",
+    "20:ring",
+    "16:grid",
+    "20:random-regular",
+    "40:erdos-renyi",
+)
+
+
+def spectral(graph: nx.Graph) -> float:
+    """J sqrt(mu_2 mu_J) (1 for one machine): the current rule's denominator."""
+    n_mach = graph.number_of_nodes()
+    if n_mach == 1:
+        return 1.0
+    mu_2, mu_max = laplacian_extremes(graph)
+    return n_mach * math.sqrt(mu_2 * mu_max)
+
+
+def spectral_ratio(graph: nx.Graph) -> float:
+    """mu_2 / mu_J (1 on a complete graph and for one machine, ~1.5e-4 on the 256-ring)."""
+    if graph.number_of_nodes() == 1:
+        return 1.0
+    mu_2, mu_max = laplacian_extremes(graph)
+    return mu_2 / mu_max
+
+
+def closed_degree(graph: nx.Graph) -> float:
+    """Mean closed-neighbourhood size 1 + 2|E| / J (J on a complete graph, 3 on a ring)."""
+    return 1 + 2 * graph.number_of_edges() / graph.number_of_nodes()
+
+
+def current(graph: nx.Graph) -> float:
+    """The default start (``initial_penalty`` with no --c)."""
+    return initial_penalty(admm_config(parse_config([])), graph)
+
+
+# name -> c_0 from the graph (every rule is rounded to 3 significant digits before use)
+RULES: dict[str, Callable[[nx.Graph], float]] = {
+    "now": current,
+    # kappa x (mean closed degree)^0.2: x J^0.2 on complete graphs, x 1.25 on rings
+    "deg0.2": lambda g: PENALTY_SCALE * closed_degree(g) ** 0.2 / spectral(g),
+    # 2 kappa (mu_2 / mu_J)^0.1: x 2 on complete graphs, x 0.83 on the 256-ring
+    "spec0.1": lambda g: 2 * PENALTY_SCALE * spectral_ratio(g) ** 0.1 / spectral(g),
+    # a complete graph's J^2 replaced by J^1.5 (other graphs: the current start x sqrt(J))
+    "sqrtJ": lambda g: PENALTY_SCALE * math.sqrt(g.number_of_nodes()) / spectral(g),
+}
+
+
+def times(factor: float) -> Callable[[nx.Graph], float]:
+    return lambda graph: factor * current(graph)
+
+
+RULES |= {f"x{m:g}": times(m) for m in (0.25, 0.5, 1.5, 2, 4, 8, 16)}  # current x a constant
+DEFAULT_RULES = ("now", "x0.5", "x2", "deg0.2", "spec0.1", "sqrtJ")
+
+
+def problem(argv: list[str], n_mach: int, topology: str) -> tuple[Any, ...]:
+    """(stacked shards, groups, ADMM config, graph) of the job with J machines."""
+    config = parse_config(argv + ["--machines", str(n_mach), "--topology", topology])
+    graph = validate_topology(
+        build_topology(config.topology, n_mach, seed=config.topology_seed), n_mach
+    )
+    setup = prepare_problem(config, n_mach)
+    assert setup.shards is not None
+    crossings = randomize_all(setup.shards, config.keep_probability, config.seed)
+    problems = [
+        local_problem(
+            s,
+            lam=config.lam,
+            loss=config.loss,
+            keep_prob=config.keep_probability,
+            n_machines=n_mach,
+        )
+        for s, _ in crossings
+    ]
+    data = StackedShards.stack([p[0] for p in problems])
+    return data, problems[0][1], admm_config(config), graph
+
+
+def f_star(argv: list[str]) -> float:
+    config = parse_config(argv)
+    train = prepare_problem(config, 1).shards
+    assert train is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return reference_value(train[0].X, train[0].y_raw, train[0].group_labels, config.lam)
+
+
+def run(argv: list[str], fstar: float, spec: str, c0: float, max_rounds: int) -> dict[str, Any]:
+    n_mach, topology = int(spec.split(":")[0]), spec.split(":")[1]
+    data, groups, config, graph = problem(argv, n_mach, topology)
+    config = replace(config, c=c0, max_rounds=max_rounds, tol=1e-12)
+    result = run_batched(
+        data,
+        groups,
+        config,
+        graph,
+        stop_when=lambda r: abs(r.objective - fstar) <= STOP_GAP * abs(fstar),
+    )
+    rounds = np.array([h.round for h in result.history])
+    gaps = np.abs(np.array([h.objective for h in result.history]) - fstar) / abs(fstar)
+    out: dict[str, Any] = {f"rounds_to_{g:g}": first_round_within(rounds, gaps, g) for g in GAPS}
+    return out | {"rounds": result.rounds, "c_final": result.c_final, "adapted": result.n_adapted}
+
+
+def data_sets(args: argparse.Namespace, tmp: Path) -> list[tuple[str, int, list[str]]]:
+    """(name, seed, job argv) of every data set."""
+    out = []
+    for seed in args.seeds if args.synthetic else []:
+        out.append(("model-III", seed, job_argv(N, N_GROUPS, seed, 1e-6, args.max_rounds)))
+    if args.memset:
+        from dpnet.data.loaders import load_memset
+
+        for seed in args.seeds:
+            train, _ = load_memset(
+                DATA_DIR / "memset",
+                n_train_pos=5000,
+                n_train_neg=5000,
+                rng=np.random.default_rng(seed),
+            )
+            path = tmp / f"memset{seed}.npz"
+            np.savez(path, X=train.X, y=train.y, groups=train.groups)
+            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
+            out.append(("memset", seed, argv))
+    if args.adult:
+        from dpnet.data.loaders import load_adult
+
+        X_all, y_all, _, _ = load_adult(DATA_DIR / "adult", intercept=False)
+        for seed in args.seeds:
+            pick = np.random.default_rng(seed).choice(len(y_all), size=N, replace=False)
+            X = X_all[pick][:, X_all[pick].any(axis=0)]  # skglm fails on an all-zero column
+            path = tmp / f"adult{seed}.npz"
+            np.savez(path, X=X, y=y_all[pick], groups=np.arange(X.shape[1]))
+            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
+            out.append(("adult", seed, argv))
+    return out
+
+
+def fmt(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """Seed means of rounds to 1e-4 / 1e-6 per (data, J, topology) and rule ("-": a seed never
+    reached the gap)."""
+    rules = list(dict.fromkeys(r["rule"] for r in rows))
+    cases = list(dict.fromkeys((r["data"], r["J"], r["topology"]) for r in rows))
+    lines = [
+        "| data | J | graph | " + " | ".join(rules) + " |",
+        "|---|---|---|" + "---|" * len(rules),
+    ]
+    for data, n_mach, topology in cases:
+        cells = []
+        for rule in rules:
+            runs = [
+                r
+                for r in rows
+                if (r["data"], r["J"], r["topology"], r["rule"]) == (data, n_mach, topology, rule)
+            ]
+            means = []
+            for gap in GAPS:
+                got = [r[f"rounds_to_{gap:g}"] for r in runs]
+                means.append("-" if None in got else f"{np.mean(got):.0f}")
+            cells.append(" / ".join(means))
+        lines.append(f"| {data} | {n_mach} | {topology} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", nargs="+", default=list(RUNS), help="J:topology")
+    parser.add_argument("--rules", nargs="+", default=list(DEFAULT_RULES), choices=list(RULES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--memset", action="store_true", help="MEMset rows too")
+    parser.add_argument("--adult", action="store_true", help="Adult (a9a) rows too")
+    parser.add_argument(
+        "--no-synthetic", dest="synthetic", action="store_false", help="MEMset only"
+    )
+    parser.add_argument("--max-rounds", type=int, default=1000)
+    parser.add_argument("--output", default="penalty_strong_scaling")
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, seed, argv in data_sets(args, Path(tmp)):
+            fstar = f_star(argv)
+            for spec in args.runs:
+                n_mach, topology = int(spec.split(":")[0]), spec.split(":")[1]
+                graph = build_topology(topology, n_mach, seed=0)  # the job's
+                line = [f"{name} seed {seed} {spec:>18}"]
+                for rule in args.rules:
+                    start = time.perf_counter()
+                    c0 = float(f"{RULES[rule](graph):.3g}")
+                    row = run(argv, fstar, spec, c0, args.max_rounds)
+                    rows.append(
+                        {"data": name, "seed": seed, "J": n_mach, "topology": topology}
+                        | {"rows_per_machine": N // n_mach, "rule": rule, "c0": c0}
+                        | row
+                        | {"seconds": time.perf_counter() - start}
+                    )
+                    line.append(
+                        f"{rule} c0={c0:.3g}: {fmt(row['rounds_to_0.0001'])}/"
+                        f"{fmt(row['rounds_to_1e-06'])}"
+                    )
+                    write_csv(rows, OUT_DIR / f"{args.output}.csv")
+                print("  ".join(line), flush=True)
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
