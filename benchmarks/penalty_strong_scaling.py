@@ -30,7 +30,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,24 +93,83 @@ def current(graph: nx.Graph) -> float:
     return initial_penalty(admm_config(parse_config([])), graph)
 
 
-# name -> c_0 from the graph (every rule is rounded to 3 significant digits before use)
-RULES: dict[str, Callable[[nx.Graph], float]] = {
-    "now": current,
+@dataclass(frozen=True)
+class Curvature:
+    """Public curvature measures of the features the machines fit (label privacy: the columns
+    centred by their mean over all rows, then the ones column; all n rows; no label enters).
+    ``gram_max``: lambda_max(X~^T X~) / n (4x the logistic loss's smoothness bound, 1 on
+    centred binary or one-hot data, whose largest eigenvalue is the ones column's);
+    ``gram_mean``: trace(X~^T X~) / (n (p + 1)) (the mean eigenvalue, 1 + the mean squared
+    centred entry over p + 1); ``centred_max``: lambda_max of the centred columns' Gram / n
+    (no ones column). A machine could compute them from an all-gather of its (p+1)^2 Gram of
+    the uncentred columns and its column sums (Sigma (x - m)(x - m)^T = Sigma x x^T - n m m^T)."""
+
+    gram_max: float
+    gram_mean: float
+    centred_max: float
+
+    @classmethod
+    def of(cls, X: np.ndarray) -> Curvature:
+        """Of the training rows ``X`` as given (all machines' rows)."""
+        n = X.shape[0]
+        aug = np.hstack([X - X.mean(axis=0), np.ones((n, 1))])
+        gram = aug.T @ aug / n
+        return cls(
+            float(np.linalg.eigvalsh(gram)[-1]),
+            float(np.trace(gram) / gram.shape[0]),
+            float(np.linalg.eigvalsh(gram[:-1, :-1])[-1]),
+        )
+
+
+HALF = PENALTY_SCALE / 2  # kappa' of the curvature rules: x 1/2 of the start on MEMset
+
+# name -> c_0 from the graph and the features' public curvature (every rule is rounded to 3
+# significant digits before use)
+RULES: dict[str, Callable[[nx.Graph, Curvature], float]] = {
+    "now": lambda g, k: current(g),
     # kappa x (mean closed degree)^0.2: x J^0.2 on complete graphs, x 1.25 on rings
-    "deg0.2": lambda g: PENALTY_SCALE * closed_degree(g) ** 0.2 / spectral(g),
+    "deg0.2": lambda g, k: PENALTY_SCALE * closed_degree(g) ** 0.2 / spectral(g),
     # 2 kappa (mu_2 / mu_J)^0.1: x 2 on complete graphs, x 0.83 on the 256-ring
-    "spec0.1": lambda g: 2 * PENALTY_SCALE * spectral_ratio(g) ** 0.1 / spectral(g),
+    "spec0.1": lambda g, k: 2 * PENALTY_SCALE * spectral_ratio(g) ** 0.1 / spectral(g),
     # a complete graph's J^2 replaced by J^1.5 (other graphs: the current start x sqrt(J))
-    "sqrtJ": lambda g: PENALTY_SCALE * math.sqrt(g.number_of_nodes()) / spectral(g),
+    "sqrtJ": lambda g, k: PENALTY_SCALE * math.sqrt(g.number_of_nodes()) / spectral(g),
+    # curvature-scaled starts, kappa' calibrated to x 1/2 of the current start on MEMset:
+    # (a) the smoothness bound itself: x 8 on model III
+    "L": lambda g, k: HALF * k.gram_max / spectral(g),
+    # Shi et al.'s sqrt(m_f M_f) with M_f the public smoothness bound, m_f unknown and fixed:
+    # x 1/2 on MEMset and Adult (gram_max = 1), x 2.0-2.1 on model III
+    "sqrtL": lambda g, k: HALF * math.sqrt(k.gram_max) / spectral(g),
+    # (b) the mean eigenvalue (x 1/2 on MEMset, x 0.30 on Adult, x 2.6 on model III)
+    "sqrtT": lambda g, k: HALF * math.sqrt(k.gram_mean / 0.2008) / spectral(g),
+    # (c) the centred columns alone (x 1/2 on MEMset, x 0.61 on Adult, x 2.6 on model III)
+    "sqrtC": lambda g, k: HALF * math.sqrt(k.centred_max / 0.628) / spectral(g),
+    # sqrtL x (mu_2 / mu_J)^0.1: as sqrtL on complete graphs, x 0.69 of it on the 20-ring
+    "sqrtL-spec": lambda g, k: (
+        HALF * math.sqrt(k.gram_max) * spectral_ratio(g) ** 0.1 / spectral(g)
+    ),
+    # sqrtL x (mu_2 / mu_J)^0.2: x 0.48 of sqrtL on the 20-ring, x 0.17 on the 256-ring
+    "sqrtL-spec0.2": lambda g, k: (
+        HALF * math.sqrt(k.gram_max) * spectral_ratio(g) ** 0.2 / spectral(g)
+    ),
 }
 
 
-def times(factor: float) -> Callable[[nx.Graph], float]:
-    return lambda graph: factor * current(graph)
+def times(factor: float) -> Callable[[nx.Graph, Curvature], float]:
+    return lambda graph, k: factor * current(graph)
 
 
 RULES |= {f"x{m:g}": times(m) for m in (0.25, 0.5, 1.5, 2, 4, 8, 16)}  # current x a constant
 DEFAULT_RULES = ("now", "x0.5", "x2", "deg0.2", "spec0.1", "sqrtJ")
+CURVATURE_RULES = ("now", "sqrtL", "sqrtL-spec")
+CURVATURE_RUNS = (
+    "1:complete",
+    "5:paper5",
+    "10:complete",
+    "20:complete",
+    "40:complete",
+    "20:ring",
+    "20:random-regular",
+)
 
 
 def problem(argv: list[str], n_mach: int, topology: str) -> tuple[Any, ...]:
@@ -136,13 +195,16 @@ def problem(argv: list[str], n_mach: int, topology: str) -> tuple[Any, ...]:
     return data, problems[0][1], admm_config(config), graph
 
 
-def f_star(argv: list[str]) -> float:
+def f_star(argv: list[str]) -> tuple[float, Curvature]:
+    """skglm's optimum and the features' public curvature (the job's training rows)."""
     config = parse_config(argv)
     train = prepare_problem(config, 1).shards
     assert train is not None
+    assert train[0].column_shift is not None  # the fit centres the columns (label privacy)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return reference_value(train[0].X, train[0].y_raw, train[0].group_labels, config.lam)
+        fstar = reference_value(train[0].X, train[0].y_raw, train[0].group_labels, config.lam)
+    return fstar, Curvature.of(train[0].X)
 
 
 def run(argv: list[str], fstar: float, spec: str, c0: float, max_rounds: int) -> dict[str, Any]:
@@ -229,6 +291,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", nargs="+", default=list(RUNS), help="J:topology")
     parser.add_argument("--rules", nargs="+", default=list(DEFAULT_RULES), choices=list(RULES))
+    parser.add_argument(
+        "--curvature", action="store_true", help="the curvature grid (CURVATURE_RUNS, _RULES)"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--memset", action="store_true", help="MEMset rows too")
     parser.add_argument("--adult", action="store_true", help="Adult (a9a) rows too")
@@ -238,21 +303,28 @@ def main() -> None:
     parser.add_argument("--max-rounds", type=int, default=1000)
     parser.add_argument("--output", default="penalty_strong_scaling")
     args = parser.parse_args()
+    if args.curvature:
+        args.runs, args.rules = list(CURVATURE_RUNS), list(CURVATURE_RULES)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, seed, argv in data_sets(args, Path(tmp)):
-            fstar = f_star(argv)
+            fstar, curvature = f_star(argv)
+            print(f"{name} seed {seed}: {curvature}", flush=True)
             for spec in args.runs:
                 n_mach, topology = int(spec.split(":")[0]), spec.split(":")[1]
                 graph = build_topology(topology, n_mach, seed=0)  # the job's
                 line = [f"{name} seed {seed} {spec:>18}"]
+                done: dict[float, dict[str, Any]] = {}  # c_0 -> run (rules that coincide)
                 for rule in args.rules:
                     start = time.perf_counter()
-                    c0 = float(f"{RULES[rule](graph):.3g}")
-                    row = run(argv, fstar, spec, c0, args.max_rounds)
+                    c0 = float(f"{RULES[rule](graph, curvature):.3g}")
+                    if c0 not in done:
+                        done[c0] = run(argv, fstar, spec, c0, args.max_rounds)
+                    row = done[c0]
                     rows.append(
                         {"data": name, "seed": seed, "J": n_mach, "topology": topology}
                         | {"rows_per_machine": N // n_mach, "rule": rule, "c0": c0}
+                        | {f"curvature_{k}": v for k, v in vars(curvature).items()}
                         | row
                         | {"seconds": time.perf_counter() - start}
                     )
