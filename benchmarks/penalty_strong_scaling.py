@@ -160,15 +160,18 @@ def times(factor: float) -> Callable[[nx.Graph, Curvature], float]:
 
 RULES |= {f"x{m:g}": times(m) for m in (0.25, 0.5, 1.5, 2, 4, 8, 16)}  # current x a constant
 DEFAULT_RULES = ("now", "x0.5", "x2", "deg0.2", "spec0.1", "sqrtJ")
-CURVATURE_RULES = ("now", "sqrtL", "sqrtL-spec")
+CURVATURE_RULES = ("now", "x0.5", "sqrtL", "sqrtT", "sqrtC", "sqrtL-spec", "sqrtL-spec0.2")
 CURVATURE_RUNS = (
     "1:complete",
     "5:paper5",
     "10:complete",
     "20:complete",
     "40:complete",
+    "10:ring",
     "20:ring",
+    "16:grid",
     "20:random-regular",
+    "40:erdos-renyi",
 )
 
 
@@ -195,7 +198,7 @@ def problem(argv: list[str], n_mach: int, topology: str) -> tuple[Any, ...]:
     return data, problems[0][1], admm_config(config), graph
 
 
-def f_star(argv: list[str]) -> tuple[float, Curvature]:
+def f_star(argv: list[str]) -> tuple[float, Curvature, int]:
     """skglm's optimum and the features' public curvature (the job's training rows)."""
     config = parse_config(argv)
     train = prepare_problem(config, 1).shards
@@ -204,7 +207,7 @@ def f_star(argv: list[str]) -> tuple[float, Curvature]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fstar = reference_value(train[0].X, train[0].y_raw, train[0].group_labels, config.lam)
-    return fstar, Curvature.of(train[0].X)
+    return fstar, Curvature.of(train[0].X), train[0].X.shape[0]
 
 
 def run(argv: list[str], fstar: float, spec: str, c0: float, max_rounds: int) -> dict[str, Any]:
@@ -254,7 +257,27 @@ def data_sets(args: argparse.Namespace, tmp: Path) -> list[tuple[str, int, list[
             np.savez(path, X=X, y=y_all[pick], groups=np.arange(X.shape[1]))
             argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
             out.append(("adult", seed, argv))
+    if args.splice:
+        X, y = splice(DATA_DIR / "splice_grplasso" / "splice_grplasso.csv.gz")
+        for seed in args.seeds:  # all 400 rows, in an order of the seed
+            order = np.random.default_rng(seed).permutation(len(y))
+            path = tmp / f"splice{seed}.npz"
+            np.savez(path, X=X[order], y=y[order], groups=np.repeat(np.arange(7), 4))
+            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
+            out.append(("splice", seed, argv))
     return out
+
+
+def splice(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """grplasso's ``splice`` (400 MEMset rows, 200 per class) one-hot as ``load_memset``:
+    7 positions x bases a, t, c, g; y 1 -> +1, 0 -> -1."""
+    import gzip
+
+    with gzip.open(path, "rt") as f:
+        rows = [line.strip().split(",") for line in f][1:]
+    bases = np.array([r[2:] for r in rows])
+    X = (bases[:, :, None] == np.array(list("atcg"))).reshape(len(rows), 28).astype(float)
+    return X, np.where(np.array([r[1] for r in rows]) == "1", 1.0, -1.0)
 
 
 def fmt(value: Any) -> str:
@@ -297,6 +320,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--memset", action="store_true", help="MEMset rows too")
     parser.add_argument("--adult", action="store_true", help="Adult (a9a) rows too")
+    parser.add_argument("--splice", action="store_true", help="grplasso's splice (400 rows) too")
     parser.add_argument(
         "--no-synthetic", dest="synthetic", action="store_false", help="MEMset only"
     )
@@ -308,7 +332,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, seed, argv in data_sets(args, Path(tmp)):
-            fstar, curvature = f_star(argv)
+            fstar, curvature, n_rows = f_star(argv)
             print(f"{name} seed {seed}: {curvature}", flush=True)
             for spec in args.runs:
                 n_mach, topology = int(spec.split(":")[0]), spec.split(":")[1]
@@ -323,7 +347,7 @@ def main() -> None:
                     row = done[c0]
                     rows.append(
                         {"data": name, "seed": seed, "J": n_mach, "topology": topology}
-                        | {"rows_per_machine": N // n_mach, "rule": rule, "c0": c0}
+                        | {"rows": n_rows, "rule": rule, "c0": c0}
                         | {f"curvature_{k}": v for k, v in vars(curvature).items()}
                         | row
                         | {"seconds": time.perf_counter() - start}
