@@ -7,11 +7,14 @@ simulator, the job's data path).
 Paper 3's Table 1 data (``benchmarks.scaling.job_argv``: synthetic model III, n = 10,000,
 p = 48 in 16 groups, lambda = 0.1, privacy off, default solver) for data seeds ``--seeds``;
 ``--memset`` adds 10,000 rows of MEMset (5,000 per class of its training split, 7 groups of 4
-one-hot columns) and ``--adult`` 10,000 rows of Adult (a9a's training file, one group per
+one-hot columns), ``--adult`` 10,000 rows of Adult (a9a's training file, one group per
 column, all-zero columns of the draw dropped), drawn per seed from ../shared/data
-(``DPNET_DATA_DIR``). Each is split over J machines as the job splits it (``--runs``
+(``DPNET_DATA_DIR``), and ``--splice`` grplasso's 400 splice rows (MEMset's design) in an
+order of the seed. Each is split over J machines as the job splits it (``--runs``
 J:topology). For every rule of ``RULES`` the start c_0 is computed from the graph (J, its
-Laplacian's extreme eigenvalues, its degree), rounded to 3 significant digits and given as
+Laplacian's extreme eigenvalues, its degree) and, for the curvature rules, from the features
+only (:class:`Curvature`: the Gram of the centred columns and the ones column, all rows; public
+under label privacy, no label enters), rounded to 3 significant digits and given as
 ``--c``; everything else (residual balancing, over-relaxation 1.5) is the default. Reported:
 rounds from which the network objective stays within a relative gap of 1e-4 and of 1e-6 of
 skglm's F* (runs end at a 1e-8 gap or ``--max-rounds``), and a table of seed means. Writes
@@ -20,6 +23,12 @@ results: the best start differs 4-8x between the data sets on the same graphs, s
 public facts beats the current one on all of them.
 
     nice -n 10 python -m benchmarks.penalty_strong_scaling --memset     # the docs' table
+
+The curvature-scaled starts (docs/algorithms.md, "A start scaled by the features' curvature";
+``CURVATURE_RULES`` on ``CURVATURE_RUNS``; ``benchmarks.penalty_curvature_weak`` has the
+weak-scaling side):
+
+    nice -n 19 python -m benchmarks.penalty_strong_scaling --curvature --memset --adult --splice
 """
 
 from __future__ import annotations
