@@ -143,6 +143,63 @@ def timed_together(fits: dict[str, Callable[[], Any]], repeats: int) -> dict[str
     }
 
 
+STOP_GAP = 1e-8
+"""A simulated run to the optimum ends once its objective is this close to F* (relative)."""
+
+
+def batched_to_optimum(shards: Any, groups: Any, config: Any, graph: Any, f_star: float) -> Any:
+    """``run_batched`` until the network objective is within :data:`STOP_GAP` of ``f_star``
+    (or the config's own stop); the :class:`~dpnet.decentralized.batched.BatchedResult`."""
+    from dpnet.decentralized.batched import run_batched
+
+    return run_batched(
+        shards,
+        groups,
+        config,
+        graph,
+        stop_when=lambda r: abs(r.objective - f_star) <= STOP_GAP * abs(f_star),
+    )
+
+
+def batched_gaps(result: Any, f_star: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rounds, relative gaps |F_t - F*| / F*) of a batched run's history."""
+    rounds = np.array([h.round for h in result.history])
+    objective = np.array([h.objective for h in result.history])
+    return rounds, np.abs(objective - f_star) / abs(f_star)
+
+
+def stacked_job(argv: list[str], n_machines: int) -> tuple[Any, Any, Any, Any]:
+    """(stacked shards, groups, ADMM config, graph) of ``python -m dpnet.run ARGV`` with
+    ``n_machines`` machines, as the simulated backend sets it up (labels randomized)."""
+    from dpnet.config import parse_config
+    from dpnet.decentralized.all_machines import randomize_all
+    from dpnet.decentralized.batched import StackedShards
+    from dpnet.decentralized.machine import local_problem
+    from dpnet.job import admm_config
+    from dpnet.network.topology import build_topology, validate_topology
+    from dpnet.setup import prepare_problem
+
+    config = parse_config(argv)
+    graph = validate_topology(
+        build_topology(config.topology, n_machines, seed=config.topology_seed), n_machines
+    )
+    setup = prepare_problem(config, n_machines)
+    assert setup.shards is not None
+    crossings = randomize_all(setup.shards, config.keep_probability, config.seed)
+    problems = [
+        local_problem(
+            s,
+            lam=config.lam,
+            loss=config.loss,
+            keep_prob=config.keep_probability,
+            n_machines=n_machines,
+        )
+        for s, _ in crossings
+    ]
+    data = StackedShards.stack([p[0] for p in problems])
+    return data, problems[0][1], admm_config(config), graph
+
+
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fields = list(dict.fromkeys(k for row in rows for k in row))

@@ -25,18 +25,22 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from benchmarks.common import OUT_DIR, first_round_within, write_csv
+from benchmarks.common import (
+    OUT_DIR,
+    batched_gaps,
+    batched_to_optimum,
+    first_round_within,
+    write_csv,
+)
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import ADMMConfig
-from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
 from tests.reference import group_logistic_objective, group_logistic_optimum
 
 GAP = 1e-6
-STOP_GAP = 1e-8  # end a run early once the gap is 100x below GAP
 LAM = 0.1
 N_GROUPS = 16
 TOPOLOGIES = ("ring", "grid", "erdos-renyi", "small-world", "random-regular")
@@ -70,18 +74,11 @@ def one_run(
 
     tracemalloc.start()
     tracemalloc.reset_peak()
-    result = run_batched(
-        shards,
-        groups,
-        config,
-        graph,
-        stop_when=lambda r: abs(r.objective - f_star) <= STOP_GAP * abs(f_star),
-    )
+    result = batched_to_optimum(shards, groups, config, graph, f_star)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
 
-    hist_rounds = np.array([h.round for h in result.history])
-    gaps = np.abs(np.array([h.objective for h in result.history]) - f_star) / abs(f_star)
+    gaps = batched_gaps(result, f_star)
     final = group_logistic_objective(data.X, data.y, data.groups, LAM, result.consensus)
     degrees = np.array([d for _, d in graph.degree()])
     return {
@@ -95,7 +92,7 @@ def one_run(
         "algebraic_connectivity": float(
             nx.algebraic_connectivity(graph, method="tracemin_lu", seed=0)
         ),
-        "rounds_to_gap": first_round_within(hist_rounds, gaps, GAP),
+        "rounds_to_gap": first_round_within(*gaps, GAP),
         "rounds": result.rounds,
         "stop_reason": result.stop_reason,
         "final_rel_gap": abs(final - f_star) / abs(f_star),

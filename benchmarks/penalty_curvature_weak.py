@@ -25,13 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import OUT_DIR, first_round_within, write_csv
-from benchmarks.large_network import LAM, N_GROUPS, STOP_GAP
+from benchmarks.common import (
+    OUT_DIR,
+    batched_gaps,
+    batched_to_optimum,
+    first_round_within,
+    write_csv,
+)
+from benchmarks.large_network import LAM, N_GROUPS
 from benchmarks.penalty_strong_scaling import GAPS, RULES, Curvature, fmt
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import ADMMConfig
-from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
@@ -74,16 +79,9 @@ def run(spec: str, seed: int, rules: list[str], centre: bool, max_rounds: int) -
         c0 = float(f"{RULES[rule](graph, curvature):.3g}")
         if c0 not in done:
             config = ADMMConfig(lam=LAM, tol=1e-8, max_rounds=max_rounds, c=c0)  # as one_run
-            result = run_batched(
-                shards,
-                groups,
-                config,
-                graph,
-                stop_when=lambda r: abs(r.objective - f_star) <= STOP_GAP * abs(f_star),
-            )
-            rounds = np.array([h.round for h in result.history])
-            gaps = np.abs(np.array([h.objective for h in result.history]) - f_star) / abs(f_star)
-            done[c0] = {f"rounds_to_{g:g}": first_round_within(rounds, gaps, g) for g in GAPS} | {
+            result = batched_to_optimum(shards, groups, config, graph, f_star)
+            gaps = batched_gaps(result, f_star)
+            done[c0] = {f"rounds_to_{g:g}": first_round_within(*gaps, g) for g in GAPS} | {
                 "rounds": result.rounds,
                 "c_final": result.c_final,
                 "adapted": result.n_adapted,

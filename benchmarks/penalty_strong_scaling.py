@@ -46,19 +46,24 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from benchmarks.common import DATA_DIR, OUT_DIR, first_round_within, reference_value, write_csv
+from benchmarks.common import (
+    DATA_DIR,
+    OUT_DIR,
+    batched_gaps,
+    batched_to_optimum,
+    first_round_within,
+    reference_value,
+    stacked_job,
+    write_csv,
+)
 from benchmarks.scaling import job_argv
 from dpnet.config import parse_config
 from dpnet.decentralized.admm import PENALTY_SCALE, initial_penalty
-from dpnet.decentralized.all_machines import randomize_all
-from dpnet.decentralized.batched import StackedShards, run_batched
-from dpnet.decentralized.machine import local_problem
 from dpnet.job import admm_config
-from dpnet.network.topology import build_topology, laplacian_extremes, validate_topology
+from dpnet.network.topology import build_topology, laplacian_extremes
 from dpnet.setup import prepare_problem
 
 GAPS = (1e-4, 1e-6)
-STOP_GAP = 1e-8
 N, N_GROUPS = 10_000, 16
 RUNS = (
     "1:complete",
@@ -170,41 +175,7 @@ def times(factor: float) -> Callable[[nx.Graph, Curvature], float]:
 RULES |= {f"x{m:g}": times(m) for m in (0.25, 0.5, 1.5, 2, 4, 8, 16)}  # current x a constant
 DEFAULT_RULES = ("now", "x0.5", "x2", "deg0.2", "spec0.1", "sqrtJ")
 CURVATURE_RULES = ("now", "x0.5", "sqrtL", "sqrtT", "sqrtC", "sqrtL-spec", "sqrtL-spec0.2")
-CURVATURE_RUNS = (
-    "1:complete",
-    "5:paper5",
-    "10:complete",
-    "20:complete",
-    "40:complete",
-    "10:ring",
-    "20:ring",
-    "16:grid",
-    "20:random-regular",
-    "40:erdos-renyi",
-)
-
-
-def problem(argv: list[str], n_mach: int, topology: str) -> tuple[Any, ...]:
-    """(stacked shards, groups, ADMM config, graph) of the job with J machines."""
-    config = parse_config(argv + ["--machines", str(n_mach), "--topology", topology])
-    graph = validate_topology(
-        build_topology(config.topology, n_mach, seed=config.topology_seed), n_mach
-    )
-    setup = prepare_problem(config, n_mach)
-    assert setup.shards is not None
-    crossings = randomize_all(setup.shards, config.keep_probability, config.seed)
-    problems = [
-        local_problem(
-            s,
-            lam=config.lam,
-            loss=config.loss,
-            keep_prob=config.keep_probability,
-            n_machines=n_mach,
-        )
-        for s, _ in crossings
-    ]
-    data = StackedShards.stack([p[0] for p in problems])
-    return data, problems[0][1], admm_config(config), graph
+CURVATURE_RUNS = tuple(run for run in RUNS if run != "5:complete")
 
 
 def f_star(argv: list[str]) -> tuple[float, Curvature, int]:
@@ -221,18 +192,12 @@ def f_star(argv: list[str]) -> tuple[float, Curvature, int]:
 
 def run(argv: list[str], fstar: float, spec: str, c0: float, max_rounds: int) -> dict[str, Any]:
     n_mach, topology = int(spec.split(":")[0]), spec.split(":")[1]
-    data, groups, config, graph = problem(argv, n_mach, topology)
+    job = argv + ["--machines", str(n_mach), "--topology", topology]
+    data, groups, config, graph = stacked_job(job, n_mach)
     config = replace(config, c=c0, max_rounds=max_rounds, tol=1e-12)
-    result = run_batched(
-        data,
-        groups,
-        config,
-        graph,
-        stop_when=lambda r: abs(r.objective - fstar) <= STOP_GAP * abs(fstar),
-    )
-    rounds = np.array([h.round for h in result.history])
-    gaps = np.abs(np.array([h.objective for h in result.history]) - fstar) / abs(fstar)
-    out: dict[str, Any] = {f"rounds_to_{g:g}": first_round_within(rounds, gaps, g) for g in GAPS}
+    result = batched_to_optimum(data, groups, config, graph, fstar)
+    gaps = batched_gaps(result, fstar)
+    out: dict[str, Any] = {f"rounds_to_{g:g}": first_round_within(*gaps, g) for g in GAPS}
     return out | {"rounds": result.rounds, "c_final": result.c_final, "adapted": result.n_adapted}
 
 

@@ -36,16 +36,10 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from benchmarks.common import OUT_DIR, write_csv
-from dpnet.config import parse_config
+from benchmarks.common import OUT_DIR, stacked_job, write_csv
 from dpnet.decentralized import batched
-from dpnet.decentralized.all_machines import randomize_all
 from dpnet.decentralized.batched import StackedShards, run_batched
-from dpnet.decentralized.machine import local_problem
-from dpnet.job import admm_config
 from dpnet.losses.margin import MarginLoss
-from dpnet.network.topology import build_topology, validate_topology
-from dpnet.setup import prepare_problem
 
 ROWS_PER_MACHINE = 100
 SEED = 1
@@ -91,26 +85,7 @@ def problem(n_machines: int) -> tuple[StackedShards, Any, Any, Any]:
     """(stacked shards, groups, ADMM config, graph) of the simulated job with J machines."""
     argv = ["--backend", "simulated", "--machines", str(n_machines)]
     argv += ["--topology", "random-regular", "--n-samples", str(ROWS_PER_MACHINE * n_machines)]
-    argv += ["--seed", str(SEED)]
-    config = parse_config(argv)
-    graph = validate_topology(
-        build_topology(config.topology, n_machines, seed=config.topology_seed), n_machines
-    )
-    setup = prepare_problem(config, n_machines)
-    assert setup.shards is not None
-    crossings = randomize_all(setup.shards, config.keep_probability, config.seed)
-    problems = [
-        local_problem(
-            s,
-            lam=config.lam,
-            loss=config.loss,
-            keep_prob=config.keep_probability,
-            n_machines=n_machines,
-        )
-        for s, _ in crossings
-    ]
-    data = StackedShards.stack([p[0] for p in problems])
-    return data, problems[0][1], admm_config(config), graph
+    return stacked_job(argv + ["--seed", str(SEED)], n_machines)
 
 
 def timed(clock: dict[str, float], name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
