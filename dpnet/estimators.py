@@ -28,11 +28,11 @@ from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.machine import (
     LOSSES,
     RECORD_GUARANTEE,
-    column_shift,
     column_sums,
     consensus_model,
     privacy_ledger,
     run_private_machine,
+    shift_of,
 )
 from dpnet.decentralized.record import DEFAULT_DELTA, DEFAULT_ROUNDS, RecordNoise
 from dpnet.errors import ConfigError
@@ -282,9 +282,13 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             label=f"{type(self).__name__}.fit",
         )
         parts = split_rows(X.shape[0], self.n_machines)
+        rows = [X[i] for i in parts]  # each machine's, once
         # label privacy: the machines fit the columns centred (PrivateShard.column_shift)
-        shift = None if record else column_shift([column_sums(X[i]) for i in parts], len(X))
-        shards = [RawShard(X[i], y_pm1[i], X.shape[0], group_labels, weights, shift) for i in parts]
+        shift = shift_of(self.privacy, [column_sums(x) for x in rows], len(X))
+        shards = [
+            RawShard(x, y_pm1[i], X.shape[0], group_labels, weights, shift)
+            for x, i in zip(rows, parts, strict=True)
+        ]
         if self.backend_ == "simulated":
             outcomes = fit_private_shards(
                 randomize_all(

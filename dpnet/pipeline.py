@@ -34,7 +34,7 @@ from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.cv import check_fold_counts
-from dpnet.decentralized.machine import column_sums
+from dpnet.decentralized.machine import centres_columns, column_sums, shift_of
 from dpnet.errors import (
     EXIT_BAD_INPUT,
     DataError,
@@ -51,14 +51,12 @@ from dpnet.report import ProgressPrinter, check_output_paths
 from dpnet.run import launched_by_open_mpi, launcher_rank
 from dpnet.setup import (
     SetUp,
-    centres_columns,
     check_shards_agree,
     data_per_machine,
     load_own_shard,
     own_data_problem,
     prepare_problem,
     shard_from_own_data,
-    shift_of,
 )
 from dpnet.simulation import simulate_machines
 
@@ -164,7 +162,7 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
         return None, None, error
     assert own is not None
     # label privacy: the column sums for the fit's shift (the features are public there)
-    sums = column_sums(own.X) if centres_columns(config) else None
+    sums = column_sums(own.X) if centres_columns(config.privacy) else None
     metas = world.allgather((own.n_samples, own.groups.tolist(), sums))
     try:
         check_own_shards(config, [m[:2] for m in metas])
@@ -175,7 +173,7 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
     if (error := world.agree(error)) is not None:
         return None, None, error
     total = sum(m[0] for m in metas)
-    shift = shift_of(config, [m[2] for m in metas], total)
+    shift = shift_of(config.privacy, [m[2] for m in metas], total)
     return shard_from_own_data(own, total, config, shift), setup, None
 
 
@@ -202,7 +200,7 @@ def all_shards(config: RunConfig, size: int) -> tuple[list[RawShard], SetUp]:
             raise DataError(f"machine {rank}: {exc}") from None
     check_own_shards(config, [(o.n_samples, o.groups.tolist()) for o in own])
     total = sum(o.n_samples for o in own)
-    shift = shift_of(config, [column_sums(o.X) for o in own], total)
+    shift = shift_of(config.privacy, [column_sums(o.X) for o in own], total)
     shards = [shard_from_own_data(o, total, config, shift) for o in own]
     return shards, own_data_problem(config, own[0].groups)
 

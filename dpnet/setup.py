@@ -35,7 +35,7 @@ from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized import boundary
 from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.machine import HOLDOUT_PART, column_shift, column_sums
+from dpnet.decentralized.machine import HOLDOUT_PART, column_sums, shift_of
 from dpnet.errors import ConfigError
 from dpnet.evaluation import NOISY_COUNT, PUBLIC, RANDOMIZED, EvaluationSet
 from dpnet.penalties.group import group_weights
@@ -147,17 +147,11 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
         )
     weights = group_weights(train.groups, config.group_weights)
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
-    shift = shift_of(config, [column_sums(train.X[idx]) for idx in parts], train.n_samples)
+    rows = [np.ascontiguousarray(train.X[idx]) for idx in parts]  # each machine's, once
+    shift = shift_of(config.privacy, [column_sums(x) for x in rows], train.n_samples)
     shards = [
-        RawShard(
-            np.ascontiguousarray(train.X[idx]),
-            train.y[idx].copy(),
-            train.n_samples,
-            train.groups,
-            weights,
-            shift,
-        )
-        for idx in parts
+        RawShard(x, train.y[idx].copy(), train.n_samples, train.groups, weights, shift)
+        for x, idx in zip(rows, parts, strict=True)
     ]
     evaluation, event = public_test, None
     if holdout is not None:
@@ -217,18 +211,3 @@ def shard_from_own_data(
         group_weights(own.groups, config.group_weights),
         shift,
     )
-
-
-def centres_columns(config: RunConfig) -> bool:
-    """Whether the fit centres the columns: under label privacy, where the features are
-    public; not under record privacy, which protects them (nothing of them may be sent)."""
-    return config.privacy != "record"
-
-
-def shift_of(config: RunConfig, sums: list[np.ndarray], n_total: int) -> np.ndarray | None:
-    """The columns' shift of the fit (:class:`~dpnet.decentralized.boundary.PrivateShard`):
-    their mean from every machine's :func:`column_sums` when :func:`centres_columns`, else
-    None."""
-    if not centres_columns(config):
-        return None
-    return column_shift(sums, n_total)

@@ -93,6 +93,22 @@ def column_shift(column_sums: Sequence[np.ndarray], n_total: int) -> np.ndarray:
     return np.stack(column_sums).sum(axis=0) / n_total
 
 
+def centres_columns(privacy: str) -> bool:
+    """Whether the fit centres the columns (``privacy`` the job's or estimator's mode): under
+    label privacy, where the features are public; not under record privacy, which protects
+    them (nothing of them may be sent)."""
+    return privacy != "record"
+
+
+def shift_of(privacy: str, sums: list[np.ndarray], n_total: int) -> np.ndarray | None:
+    """The columns' shift of the fit (:class:`~dpnet.decentralized.boundary.PrivateShard`):
+    their mean from every machine's :func:`column_sums` when :func:`centres_columns`, else
+    None."""
+    if not centres_columns(privacy):
+        return None
+    return column_shift(sums, n_total)
+
+
 def in_given_columns(theta: np.ndarray, shift: np.ndarray | None) -> np.ndarray:
     """theta = (beta, b_c) (or a stack of them) fitted on the columns x - shift, as the same
     model of the columns as given: x^T beta + b with b = b_c - shift^T beta. The intercept is
