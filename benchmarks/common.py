@@ -197,7 +197,7 @@ def stacked_job(argv: list[str], n_machines: int) -> tuple[Any, Any, Any, Any]:
         for s, _ in crossings
     ]
     data = StackedShards.stack([p[0] for p in problems])
-    return data, problems[0][1], admm_config(config), graph
+    return data, problems[0][1], admm_config(config, setup.shards[0].columns), graph
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:

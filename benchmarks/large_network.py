@@ -4,8 +4,10 @@
     python -m benchmarks.large_network --machines 16 64 --topologies ring grid
 
 For every (topology, J): synthetic model-III data (p = 48, 16 groups), ``--rows`` rows per
-machine, privacy off; skglm's centralized optimum F* on all rows (tests/reference.py); one
-batched run (tol --tol, at most --max-rounds rounds). Reported: rounds until the network
+machine, privacy off, the columns centred and the penalty started as the job does under label
+privacy (``columns.PublicColumns``: the columns' mean and curvature); skglm's centralized
+optimum F* on all rows (tests/reference.py); one batched run (tol --tol, at most
+--max-rounds rounds). Reported: rounds until the network
 objective (sum of the machines' local objectives, as in the round loop's history) stays within
 a relative gap of 1e-6 of F* (a run ends at tol, at the round cap, or once the gap is <= 1e-8),
 the stop round and reason, the algebraic connectivity of the graph
@@ -35,6 +37,7 @@ from benchmarks.common import (
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.columns import public_columns
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
@@ -56,21 +59,28 @@ def one_run(
     seed: int,
     **admm: Any,
 ) -> dict[str, Any]:
-    """One batched run on the sweep's data; ``admm`` overrides ADMMConfig's defaults."""
+    """One batched run on the sweep's data; ``admm`` overrides ADMMConfig's defaults (the
+    start's ``feature_curvature`` is the data's, as in the job)."""
     graph = build_topology(topology, n_mach, seed=seed)
     n = rows * n_mach
     data = make_group_logistic(n, n_groups=N_GROUPS, rng=np.random.default_rng(seed))
+    parts = split_rows(n, n_mach, rng=np.random.default_rng(seed + 1))
+    columns = public_columns("label", [data.X[p] for p in parts], n)
+    assert columns is not None  # label privacy pools the columns' facts
+    X = data.X - columns.shift  # the columns the machines fit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        theta_star = group_logistic_optimum(data.X, data.y, data.groups, LAM)
-    f_star = group_logistic_objective(data.X, data.y, data.groups, LAM, theta_star)
+        theta_star = group_logistic_optimum(X, data.y, data.groups, LAM)
+    f_star = group_logistic_objective(X, data.y, data.groups, LAM, theta_star)
     grp_ptr, grp_indices = groups_from_labels(data.groups)
     groups = GroupStructure(grp_ptr, grp_indices, np.full(N_GROUPS, LAM / (2 * n_mach)))
-    shards = [
-        LocalData(np.hstack([data.X[p], np.ones((len(p), 1))]), data.y[p], n)
-        for p in split_rows(n, n_mach, rng=np.random.default_rng(seed + 1))
-    ]
-    config = ADMMConfig(lam=LAM, tol=tol, max_rounds=max_rounds, **admm)
+    shards = [LocalData(np.hstack([X[p], np.ones((len(p), 1))]), data.y[p], n) for p in parts]
+    config = ADMMConfig(
+        lam=LAM,
+        tol=tol,
+        max_rounds=max_rounds,
+        **({"feature_curvature": columns.curvature} | admm),
+    )
 
     tracemalloc.start()
     tracemalloc.reset_peak()
@@ -79,7 +89,7 @@ def one_run(
     tracemalloc.stop()
 
     gaps = batched_gaps(result, f_star)
-    final = group_logistic_objective(data.X, data.y, data.groups, LAM, result.consensus)
+    final = group_logistic_objective(X, data.y, data.groups, LAM, result.consensus)
     degrees = np.array([d for _, d in graph.degree()])
     return {
         "topology": topology,

@@ -109,7 +109,7 @@ def replay_job(
         local_problem(s, lam=config.lam, loss=config.loss, keep_prob=keep_prob, n_machines=J)
         for s, _ in crossings
     ]
-    admm = admm_config(config)
+    admm = admm_config(config, shards[0].columns)
     recorders: list[RecordingCommunicator | None] = [None] * J
 
     def machine(comm: Communicator) -> MachineResult:

@@ -2,7 +2,7 @@
 data of docs/algorithms.md's topology tables (batched simulator).
 
     nice -n 19 python -m benchmarks.penalty_curvature_weak              # the docs' table
-    python -m benchmarks.penalty_curvature_weak --runs 256:ring --seeds 0 1 2 --rules now sqrtL
+    python -m benchmarks.penalty_curvature_weak --runs 256:ring --seeds 0 1 2 --rules spectral sqrtL
 
 The data and graphs are ``benchmarks.large_network.one_run``'s (``topology_sweep`` and
 ``penalty_seeds``): synthetic model III, 100 rows per machine, p = 48 in 16 groups,
@@ -102,7 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", nargs="+", default=list(RUNS), help="J:topology")
     parser.add_argument(
-        "--rules", nargs="+", default=["now", "sqrtL", "sqrtL-spec", "sqrtL-spec0.2"]
+        "--rules", nargs="+", default=["spectral", "sqrtL", "sqrtL-spec", "sqrtL-spec0.2"]
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--centre", action="store_true", help="fit centred columns")

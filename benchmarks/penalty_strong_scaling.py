@@ -2,7 +2,7 @@
 simulator, the job's data path).
 
     nice -n 10 python -m benchmarks.penalty_strong_scaling                 # the whole grid
-    python -m benchmarks.penalty_strong_scaling --seeds 1 --runs 20:complete --rules now
+    python -m benchmarks.penalty_strong_scaling --seeds 1 --runs 20:complete --rules spectral
 
 Paper 3's Table 1 data (``benchmarks.scaling.job_argv``: synthetic model III, n = 10,000,
 p = 48 in 16 groups, lambda = 0.1, privacy off, default solver) for data seeds ``--seeds``;
@@ -20,7 +20,8 @@ rounds from which the network objective stays within a relative gap of 1e-4 and 
 skglm's F* (runs end at a 1e-8 gap or ``--max-rounds``), and a table of seed means. Writes
 benchmarks/out/<--output>.csv. docs/algorithms.md ("The penalty c", "Strong scaling") has the
 results: the best start differs 4-8x between the data sets on the same graphs, so no rule of
-public facts beats the current one on all of them.
+the graph and sizes beats the spectral start on all of them; the features' curvature did
+(``sqrtL-spec0.2``, the default under label privacy since 2026-12-03).
 
     nice -n 10 python -m benchmarks.penalty_strong_scaling --memset     # the docs' table
 
@@ -58,8 +59,7 @@ from benchmarks.common import (
 )
 from benchmarks.scaling import job_argv
 from dpnet.config import parse_config
-from dpnet.decentralized.admm import PENALTY_SCALE, initial_penalty
-from dpnet.job import admm_config
+from dpnet.decentralized.admm import PENALTY_SCALE, ADMMConfig, initial_penalty
 from dpnet.network.topology import build_topology, laplacian_extremes
 from dpnet.setup import prepare_problem
 
@@ -103,8 +103,9 @@ def closed_degree(graph: nx.Graph) -> float:
 
 
 def current(graph: nx.Graph) -> float:
-    """The default start (``initial_penalty`` with no --c)."""
-    return initial_penalty(admm_config(parse_config([])), graph)
+    """The spectral start (``initial_penalty`` without the features' curvature: the default
+    before 2026-12-03; the default under label privacy since is ``sqrtL-spec0.2``)."""
+    return initial_penalty(ADMMConfig(), graph)
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ HALF = PENALTY_SCALE / 2  # kappa' of the curvature rules: x 1/2 of the start on
 # name -> c_0 from the graph and the features' public curvature (every rule is rounded to 3
 # significant digits before use)
 RULES: dict[str, Callable[[nx.Graph, Curvature], float]] = {
-    "now": lambda g, k: current(g),
+    "spectral": lambda g, k: current(g),
     # kappa x (mean closed degree)^0.2: x J^0.2 on complete graphs, x 1.25 on rings
     "deg0.2": lambda g, k: PENALTY_SCALE * closed_degree(g) ** 0.2 / spectral(g),
     # 2 kappa (mu_2 / mu_J)^0.1: x 2 on complete graphs, x 0.83 on the 256-ring
@@ -173,8 +174,8 @@ def times(factor: float) -> Callable[[nx.Graph, Curvature], float]:
 
 
 RULES |= {f"x{m:g}": times(m) for m in (0.25, 0.5, 1.5, 2, 4, 8, 16)}  # current x a constant
-DEFAULT_RULES = ("now", "x0.5", "x2", "deg0.2", "spec0.1", "sqrtJ")
-CURVATURE_RULES = ("now", "x0.5", "sqrtL", "sqrtT", "sqrtC", "sqrtL-spec", "sqrtL-spec0.2")
+DEFAULT_RULES = ("spectral", "x0.5", "x2", "deg0.2", "spec0.1", "sqrtJ")
+CURVATURE_RULES = ("spectral", "x0.5", "sqrtL", "sqrtT", "sqrtC", "sqrtL-spec", "sqrtL-spec0.2")
 CURVATURE_RUNS = tuple(run for run in RUNS if run != "5:complete")
 
 

@@ -25,14 +25,13 @@ from dpnet.data.partition import split_rows
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig
 from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
 from dpnet.decentralized.boundary import RawShard
+from dpnet.decentralized.columns import public_columns
 from dpnet.decentralized.machine import (
     LOSSES,
     RECORD_GUARANTEE,
-    column_sums,
     consensus_model,
     privacy_ledger,
     run_private_machine,
-    shift_of,
 )
 from dpnet.decentralized.record import DEFAULT_DELTA, DEFAULT_ROUNDS, RecordNoise
 from dpnet.errors import ConfigError
@@ -255,6 +254,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         default_rounds = DEFAULT_ROUNDS if record else _ADMM.max_rounds
         rounds = default_rounds if self.max_rounds is None else self.max_rounds
         noise = self._record_noise(rounds, seed)
+        parts = split_rows(X.shape[0], self.n_machines)
+        rows = [X[i] for i in parts]  # each machine's, once
+        # label privacy: the machines fit the columns centred (PrivateShard.columns)
+        columns = public_columns(self.privacy, rows, len(X))
         admm = ADMMConfig(
             lam=self.lam,
             c=self.c,
@@ -263,6 +266,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             max_rounds=rounds,
             theta_solver=self.theta_solver,
             record=noise,
+            feature_curvature=None if columns is None else columns.curvature,
         )
         self.backend_ = self.backend
         if self.backend == "auto":  # the simulator runs the Newton theta step only
@@ -281,12 +285,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             *((self.epsilon, self.delta) if record else (label_epsilon, 0.0)),
             label=f"{type(self).__name__}.fit",
         )
-        parts = split_rows(X.shape[0], self.n_machines)
-        rows = [X[i] for i in parts]  # each machine's, once
-        # label privacy: the machines fit the columns centred (PrivateShard.column_shift)
-        shift = shift_of(self.privacy, [column_sums(x) for x in rows], len(X))
         shards = [
-            RawShard(x, y_pm1[i], X.shape[0], group_labels, weights, shift)
+            RawShard(x, y_pm1[i], X.shape[0], group_labels, weights, columns)
             for x, i in zip(rows, parts, strict=True)
         ]
         if self.backend_ == "simulated":

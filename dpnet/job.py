@@ -20,6 +20,7 @@ from dpnet.config import RunConfig
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.boundary import PrivateShard, RawShard
+from dpnet.decentralized.columns import PublicColumns
 from dpnet.decentralized.cv import CVPath, CVResult, assign_folds, cross_validate
 from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
 from dpnet.decentralized.record import RecordNoise
@@ -36,7 +37,9 @@ class JobOutcome(MachineOutcome):
     cross_validation: CVResult | None = None
 
 
-def admm_config(config: RunConfig) -> ADMMConfig:
+def admm_config(config: RunConfig, columns: PublicColumns | None) -> ADMMConfig:
+    """The ADMM's parameters of the job ``config`` on shards with the public ``columns``
+    (their curvature scales the starting penalty; every machine's shard has the same)."""
     multiplier = config.theta_noise_multiplier
     return ADMMConfig(
         lam=config.lam,
@@ -55,6 +58,7 @@ def admm_config(config: RunConfig) -> ADMMConfig:
         record=None
         if multiplier is None or config.row_bound is None
         else RecordNoise(multiplier, config.row_bound, config.seed),
+        feature_curvature=None if columns is None else columns.curvature,
     )
 
 
@@ -97,7 +101,7 @@ def machine_main(
             comm.stats.as_dict,
         )
     del raw  # nothing below may read the raw labels
-    admm = admm_config(config)
+    admm = admm_config(config, crossing[0].columns)
     cv = None
     if config.cv:
         cv = machine_cross_validation(
@@ -172,8 +176,10 @@ def checkpoint_prints(config: RunConfig, graph: Any, rank: int, raw: RawShard) -
     """Fingerprints a checkpoint must match: graph, data, and every setting that changes the
     iterates or what the results say of them, the seed included (not --max-rounds: a resumed
     run may go on longer)."""
-    ignored = ("max_rounds", "progress_every", "fail_at", "stall_at")
-    settings = {k: v for k, v in asdict(admm_config(config)).items() if k not in ignored}
+    # feature_curvature: a fact of the data, which has its own fingerprint
+    ignored = ("max_rounds", "progress_every", "fail_at", "stall_at", "feature_curvature")
+    admm = asdict(admm_config(config, raw.columns))
+    settings = {k: v for k, v in admm.items() if k not in ignored}
     settings |= {"keep_prob": config.keep_probability, "loss": config.loss, "seed": config.seed}
     return checkpoint.fingerprints(rank, graph, settings, raw)
 

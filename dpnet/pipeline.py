@@ -33,8 +33,13 @@ import networkx as nx
 from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig
 from dpnet.decentralized.boundary import RawShard
+from dpnet.decentralized.columns import (
+    ColumnMoments,
+    PublicColumns,
+    centres_columns,
+    public_columns,
+)
 from dpnet.decentralized.cv import check_fold_counts
-from dpnet.decentralized.machine import centres_columns, column_sums, shift_of
 from dpnet.errors import (
     EXIT_BAD_INPUT,
     DataError,
@@ -161,9 +166,10 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
     if (error := world.agree(error)) is not None:
         return None, None, error
     assert own is not None
-    # label privacy: the column sums for the fit's shift (the features are public there)
-    sums = column_sums(own.X) if centres_columns(config.privacy) else None
-    metas = world.allgather((own.n_samples, own.groups.tolist(), sums))
+    # label privacy: the column moments for the fit's shift and start (the features are
+    # public there)
+    moments = ColumnMoments.of(own.X) if centres_columns(config.privacy) else None
+    metas = world.allgather((own.n_samples, own.groups.tolist(), moments))
     try:
         check_own_shards(config, [m[:2] for m in metas])
         if world.rank == 0:
@@ -173,8 +179,8 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
     if (error := world.agree(error)) is not None:
         return None, None, error
     total = sum(m[0] for m in metas)
-    shift = shift_of(config.privacy, [m[2] for m in metas], total)
-    return shard_from_own_data(own, total, config, shift), setup, None
+    columns = PublicColumns.pooled([m[2] for m in metas], total) if moments is not None else None
+    return shard_from_own_data(own, total, config, columns), setup, None
 
 
 def check_own_shards(config: RunConfig, metas: list[tuple[int, list[int]]]) -> None:
@@ -200,8 +206,8 @@ def all_shards(config: RunConfig, size: int) -> tuple[list[RawShard], SetUp]:
             raise DataError(f"machine {rank}: {exc}") from None
     check_own_shards(config, [(o.n_samples, o.groups.tolist()) for o in own])
     total = sum(o.n_samples for o in own)
-    shift = shift_of(config.privacy, [column_sums(o.X) for o in own], total)
-    shards = [shard_from_own_data(o, total, config, shift) for o in own]
+    columns = public_columns(config.privacy, [o.X for o in own], total)
+    shards = [shard_from_own_data(o, total, config, columns) for o in own]
     return shards, own_data_problem(config, own[0].groups)
 
 

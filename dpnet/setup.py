@@ -35,7 +35,8 @@ from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized import boundary
 from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.machine import HOLDOUT_PART, column_sums, shift_of
+from dpnet.decentralized.columns import PublicColumns, public_columns
+from dpnet.decentralized.machine import HOLDOUT_PART
 from dpnet.errors import ConfigError
 from dpnet.evaluation import NOISY_COUNT, PUBLIC, RANDOMIZED, EvaluationSet
 from dpnet.penalties.group import group_weights
@@ -148,9 +149,9 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
     weights = group_weights(train.groups, config.group_weights)
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
     rows = [np.ascontiguousarray(train.X[idx]) for idx in parts]  # each machine's, once
-    shift = shift_of(config.privacy, [column_sums(x) for x in rows], train.n_samples)
+    columns = public_columns(config.privacy, rows, train.n_samples)
     shards = [
-        RawShard(x, train.y[idx].copy(), train.n_samples, train.groups, weights, shift)
+        RawShard(x, train.y[idx].copy(), train.n_samples, train.groups, weights, columns)
         for x, idx in zip(rows, parts, strict=True)
     ]
     evaluation, event = public_test, None
@@ -200,14 +201,14 @@ def own_data_problem(config: RunConfig, groups: np.ndarray) -> SetUp:
 
 
 def shard_from_own_data(
-    own: GroupData, n_total: int, config: RunConfig, shift: np.ndarray | None
+    own: GroupData, n_total: int, config: RunConfig, columns: PublicColumns | None
 ) -> RawShard:
-    """A machine's RawShard of its own file; ``shift``: :func:`shift_of` the network's."""
+    """A machine's RawShard of its own file; ``columns``: the network's pooled column facts."""
     return RawShard(
         own.X,
         own.y,
         n_total,
         own.groups,
         group_weights(own.groups, config.group_weights),
-        shift,
+        columns,
     )

@@ -43,7 +43,7 @@ def simulate_machines(
         keep_oracle=config.oracle_output is not None,
         row_bound=config.row_bound,
     )
-    admm = admm_config(config)
+    admm = admm_config(config, crossings[0][0].columns)
     cv, cv_traffic = None, []
     if config.cv:
         count = ExchangeCount()
@@ -75,7 +75,7 @@ def _cross_validation(
 ) -> CVResult:
     """``--cv K``: the network's CVResult (its exchanges added to ``count``)."""
     assert config.cv is not None  # called with --cv K only
-    admm = admm_config(config)
+    admm = admm_config(config, shards[0].columns)
     problems = [
         local_problem(
             s,

@@ -18,6 +18,9 @@ if run.launched_by_open_mpi():  # before numpy's BLAS threads start: they inheri
 from dpnet import job, simulation  # noqa: E402
 from dpnet.config import RunConfig  # noqa: E402
 from dpnet.decentralized.admm import ADMMConfig  # noqa: E402
+from dpnet.decentralized.columns import PublicColumns  # noqa: E402
+
+Build = Callable[[RunConfig, PublicColumns | None], ADMMConfig]
 
 
 def _at(variable: str) -> tuple[int, int] | None:
@@ -29,10 +32,10 @@ def _at(variable: str) -> tuple[int, int] | None:
     return int(rank), int(round_)
 
 
-def _with_faults(build: Callable[[RunConfig], ADMMConfig]) -> Callable[[RunConfig], ADMMConfig]:
-    def admm_config(config: RunConfig) -> ADMMConfig:
+def _with_faults(build: Build) -> Build:
+    def admm_config(config: RunConfig, columns: PublicColumns | None) -> ADMMConfig:
         faults = {"fail_at": _at("DPNET_FAIL_AT"), "stall_at": _at("DPNET_STALL_AT")}
-        return dataclasses.replace(build(config), **faults)
+        return dataclasses.replace(build(config, columns), **faults)
 
     return admm_config
 

@@ -1,4 +1,5 @@
-"""Label privacy: the machines fit the columns centred at their mean over all training rows.
+"""Label privacy: the machines fit the columns centred at their mean over all training rows,
+and start from a penalty scaled by their curvature lambda_max(X~^T X~) / n.
 
 Columns far from zero share a direction with the intercept column; uncentred, a job on columns
 of mean 100 ran 3,000 rounds and stopped short of the optimum. The intercept is not penalized,
@@ -14,10 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.linalg import svdvals
 
 from dpnet.config import parse_config
 from dpnet.decentralized.boundary import RawShard, cross_boundary
-from dpnet.decentralized.machine import column_shift, column_sums, in_given_columns
+from dpnet.decentralized.columns import CURVATURE_MAX_COLUMNS, ColumnMoments, PublicColumns
+from dpnet.decentralized.machine import in_given_columns
 from dpnet.errors import PrivacyError
 from dpnet.run import main
 from dpnet.setup import prepare_problem
@@ -72,11 +75,10 @@ def test_the_shift_is_the_mean_and_the_model_is_the_same():
     rng = np.random.default_rng(0)
     parts = [rng.standard_normal((n, 4)) + 50.0 for n in ROWS]
     X = np.vstack(parts)
-    shift = column_shift([column_sums(part) for part in parts], len(X))
+    shift = PublicColumns.pooled([ColumnMoments.of(part) for part in parts], len(X)).shift
     np.testing.assert_allclose(shift, X.mean(axis=0), rtol=1e-14)
-    assert np.array_equal(
-        shift, column_shift([column_sums(np.asfortranarray(p)) for p in parts], len(X))
-    )
+    fortran = [ColumnMoments.of(np.asfortranarray(p)) for p in parts]
+    assert np.array_equal(shift, PublicColumns.pooled(fortran, len(X)).shift)
     theta_c = rng.standard_normal(5)
     theta = in_given_columns(theta_c, shift)
     np.testing.assert_allclose(X @ theta[:-1] + theta[-1], (X - shift) @ theta_c[:-1] + theta_c[-1])
@@ -85,15 +87,43 @@ def test_the_shift_is_the_mean_and_the_model_is_the_same():
     assert in_given_columns(theta_c, None) is theta_c
 
 
+def test_the_curvature_is_the_designs_largest_eigenvalue_over_n():
+    """lambda_max(X~^T X~) / n of X~ = [X - 1 m^T, 1], pooled from the machines' scatters,
+    against the largest singular value of X~ built whole (scipy); columns of mean 1e8, where
+    the uncentred Gram (sum x x^T / n - m m^T) would cancel every digit."""
+    rng = np.random.default_rng(3)
+    mixing = rng.standard_normal((5, 5))
+    parts = [rng.standard_normal((n, 5)) @ mixing + 1e8 for n in ROWS]
+    X = np.vstack(parts)
+    pooled = PublicColumns.pooled([ColumnMoments.of(part) for part in parts], len(X))
+    design = np.hstack([X - X.mean(axis=0), np.ones((len(X), 1))])
+    reference = svdvals(design)[0] ** 2 / len(X)
+    assert reference > 2.0  # the centred columns', not the ones column's eigenvalue 1
+    assert pooled.curvature == pytest.approx(reference, rel=1e-9)
+    # centred 0/1 columns have variance <= 1/4: the ones column's eigenvalue, 1, is the largest
+    binary = [(rng.random((n, 8)) < 0.3).astype(float) for n in ROWS]
+    parts_01 = [ColumnMoments.of(part) for part in binary]
+    assert PublicColumns.pooled(parts_01, sum(ROWS)).curvature == 1.0
+
+
+def test_wider_data_than_the_pooled_scatter_allows_has_no_curvature():
+    wide = np.ones((2, CURVATURE_MAX_COLUMNS + 1))
+    moments = ColumnMoments.of(wide)
+    assert moments.scatter is None
+    pooled = PublicColumns.pooled([moments, ColumnMoments.of(wide)], 4)
+    assert pooled.curvature is None and np.array_equal(pooled.shift, np.ones(wide.shape[1]))
+
+
 def test_record_privacy_uses_the_columns_as_given():
     """Under record privacy the features are protected: no shift is computed from them, and a
     shard carrying one is refused at the boundary."""
     config = parse_config(
         ["--privacy", "record", "--row-bound", "3", "--epsilon", "1", "--seed", "1"]
     )
-    assert all(s.column_shift is None for s in prepare_problem(config, 3).shards or [])
+    assert all(s.columns is None for s in prepare_problem(config, 3).shards or [])
     label = prepare_problem(parse_config(["--seed", "1"]), 3).shards or []
-    assert all(s.column_shift is not None for s in label)
-    raw = RawShard(np.ones((2, 3)), np.ones(2), 2, np.arange(3), np.ones(3), np.zeros(3))
-    with pytest.raises(PrivacyError, match="no column shift"):
+    assert all(s.columns is not None for s in label)
+    facts = PublicColumns(np.zeros(3), 1.0)
+    raw = RawShard(np.ones((2, 3)), np.ones(2), 2, np.arange(3), np.ones(3), facts)
+    with pytest.raises(PrivacyError, match="no column facts"):
         cross_boundary(raw, 1.0, np.random.default_rng(0), "machine 0", row_bound=1.0)

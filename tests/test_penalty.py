@@ -1,10 +1,12 @@
-"""The starting penalty from the graph's Laplacian spectrum, c_0 = kappa / (J sqrt(mu_2 mu_J))
-unless c is given, and residual balancing that waits for its changes to show
-(docs/algorithms.md)."""
+"""The starting penalty from the graph's Laplacian spectrum, c_0 = kappa / (J sqrt(mu_2 mu_J)),
+scaled under label privacy by the features' public curvature s,
+c_0 = (kappa / 2) sqrt(s) (mu_2 / mu_J)^0.2 / (J sqrt(mu_2 mu_J)), unless c is given; and
+residual balancing that waits for its changes to show (docs/algorithms.md)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import networkx as nx
 import numpy as np
@@ -49,6 +51,28 @@ def test_spectral_start_by_hand(topology, n_mach, mu_2, mu_max):
     assert PENALTY_SCALE == 0.21
     assert initial_penalty(ADMMConfig(), graph) == _spectral(n_mach, mu_2, mu_max)
     assert initial_penalty(ADMMConfig(c=0.02), graph) == 0.02  # a given c is the start
+    for curvature in (1.0, 17.3):
+        scaled = ADMMConfig(feature_curvature=curvature)
+        by_hand = (PENALTY_SCALE / 2 * math.sqrt(curvature) * (mu_2 / mu_max) ** 0.2) / (
+            n_mach * math.sqrt(mu_2 * mu_max)
+        )
+        assert initial_penalty(scaled, graph) == float(f"{by_hand:.3g}")
+        assert initial_penalty(replace(scaled, c=0.02), graph) == 0.02
+
+
+def test_curvature_start_on_one_machine_and_on_binary_data():
+    """J = 1: kappa sqrt(s) / 2; centred binary columns (s = 1) on a complete graph get half
+    the spectral start, on the 256-ring 0.17 of that half."""
+    one = build_topology("ring", 1)
+    assert initial_penalty(ADMMConfig(feature_curvature=4.0), one) == PENALTY_SCALE
+    binary = ADMMConfig(feature_curvature=1.0)
+    complete = nx.complete_graph(20)
+    assert initial_penalty(binary, complete) == pytest.approx(
+        initial_penalty(ADMMConfig(), complete) / 2, rel=2e-3
+    )
+    ring = build_topology("ring", 256)
+    ratio = initial_penalty(binary, ring) / (initial_penalty(ADMMConfig(), ring) / 2)
+    assert ratio == pytest.approx(0.17, abs=0.01)
 
 
 def test_spectral_start_is_the_degree_rule_on_complete_graphs_and_larger_on_long_cycles():

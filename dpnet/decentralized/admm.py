@@ -53,6 +53,10 @@ NO_ANCHOR = np.empty(0)  # LoopState.newton_anchor before the theta step formed 
 NO_ANCHOR.setflags(write=False)
 NO_MARGINS = NO_ANCHOR  # LoopState.theta_margins before the theta step kept a point
 PENALTY_SCALE = 0.21  # kappa of the spectral start, measured in docs/algorithms.md
+# the curvature-scaled start (label privacy), measured in docs/algorithms.md: kappa' = kappa / 2
+# (1/2 of the spectral start on complete graphs for centred binary data, whose curvature is 1)
+CURVATURE_PENALTY_SCALE = PENALTY_SCALE / 2
+SPECTRAL_RATIO_POWER = 0.2  # of mu_2 / mu_J in that start
 MAX_PENALTY = 1e12
 """The largest c accepted: the default is ~1e-3-1, and beyond ~1e6 the iterates hardly move
 (the stop rule then runs to max_rounds and says so); beyond ~1e150 theta - Z ~ 1/c squares
@@ -89,6 +93,9 @@ class ADMMConfig:
     max_coef_norm: float = 1e4
     progress_every: int = 0
     record: RecordNoise | None = None  # record-level privacy: every theta sent is noisy
+    # label privacy: lambda_max(X~^T X~) / n of the fit's design (public there:
+    # columns.PublicColumns.curvature), which scales the start; None: the spectral start
+    feature_curvature: float | None = None
     # fault tests only (no option sets them; tests/fault_entry.py for a launched job):
     fail_at: tuple[int, int] | None = None  # (rank, round): raise there
     stall_at: tuple[int, int] | None = None  # (rank, round): go silent there
@@ -302,35 +309,49 @@ def relaxed(
 
 
 def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
-    """The starting penalty c_0, from public graph facts only: the same float on every machine.
+    """The starting penalty c_0, from public facts only: the same float on every machine.
 
-    ``config.c`` if given; else the spectral start
+    ``config.c`` if given; else, with the features' public curvature
+    s = lambda_max(X~^T X~) / n (``config.feature_curvature``, label privacy), the
+    curvature-scaled start
+
+        c_0 = kappa' sqrt(s) (mu_2 / mu_J)^0.2 / (J sqrt(mu_2 mu_J)),   kappa' = kappa / 2,
+
+    and without it (record privacy, or data wider than the pooled scatter allows) the
+    spectral start
 
         c_0 = kappa / (J sqrt(mu_2 mu_J)),   kappa = PENALTY_SCALE,
 
-    mu_2 and mu_J the extreme non-zero eigenvalues of the graph Laplacian (c_0 = kappa for
+    mu_2 and mu_J the extreme non-zero eigenvalues of the graph Laplacian (both are 1 for
     J = 1). The decentralized-ADMM rate bounds (Shi et al. 2014) put the best c at
-    ~ 1 / sqrt(mu_2 mu_J) times the local losses' curvature, which is ~1/J of the
-    objective's (each f_j carries 1/n over n/J rows). On a complete graph (mu_2 = mu_J = J)
-    this is kappa / J^2, the degree rule kappa / (J + 2|E|); on a ring of 256 it is 61x that
-    rule. Under record privacy kappa is multiplied by
-    :func:`dpnet.decentralized.record.penalty_factor` of the noise multiplier (public).
-    Rounded to three significant digits: machines whose eigensolvers differ in the last bits
-    (other hosts' LAPACK) still get the same float unless it sits on a rounding boundary.
-    docs/algorithms.md has the derivation and the measurements.
+    ~ sqrt(m_f M_f) / sqrt(mu_2 mu_J), m_f and M_f the local losses' curvature bounds, each
+    ~1/J of the objective's (f_j carries 1/n over n/J rows); M_f scales with s (the
+    logistic loss's smoothness bound is s / 4), m_f is the labels' (private) and taken as
+    fixed. The factor (mu_2 / mu_J)^0.2 (1 on complete graphs, 0.17 on a ring of 256)
+    and kappa' were measured. On a complete graph the spectral start is kappa / J^2, the
+    degree rule kappa / (J + 2|E|); on a ring of 256 it is 61x that rule. Under record
+    privacy kappa is multiplied by :func:`dpnet.decentralized.record.penalty_factor` of the
+    noise multiplier (public). Rounded to three significant digits: machines whose
+    eigensolvers differ in the last bits (other hosts' LAPACK) still get the same float
+    unless it sits on a rounding boundary. docs/algorithms.md has the derivation and the
+    measurements.
     """
     if config.c is not None:
         return config.c
+    if graph.number_of_nodes() == 1:
+        mu_2 = mu_max = 1.0
+    else:
+        mu_2, mu_max = laplacian_extremes(graph)
+        if mu_2 <= 1e-10 * mu_max:
+            raise ValueError("the machine graph is not connected (algebraic connectivity 0)")
+    spectral = graph.number_of_nodes() * np.sqrt(mu_2 * mu_max)
+    if config.feature_curvature is not None:
+        scale = np.sqrt(config.feature_curvature) * (mu_2 / mu_max) ** SPECTRAL_RATIO_POWER
+        return float(f"{CURVATURE_PENALTY_SCALE * scale / spectral:.3g}")
     kappa = PENALTY_SCALE
     if config.record is not None:  # record privacy: less noise for a larger c
         kappa *= penalty_factor(config.record.noise_multiplier)
-    n_nodes = graph.number_of_nodes()
-    if n_nodes == 1:
-        return float(f"{kappa:.3g}")
-    mu_2, mu_max = laplacian_extremes(graph)
-    if mu_2 <= 1e-10 * mu_max:
-        raise ValueError("the machine graph is not connected (algebraic connectivity 0)")
-    return float(f"{kappa / (n_nodes * np.sqrt(mu_2 * mu_max)):.3g}")
+    return float(f"{kappa / spectral:.3g}")
 
 
 def initial_state(comm: Communicator, dim: int, config: ADMMConfig, graph: nx.Graph) -> LoopState:

@@ -29,6 +29,7 @@ from dpnet.decentralized.machine import (
     local_problem,
     machine_oracle,
     result_in_given_columns,
+    shift_of,
     theta_budget,
 )
 
@@ -82,7 +83,7 @@ def fit_private_shards(
     seconds = fit.seconds / n_machines
     cpu_seconds = (time.process_time() - cpu_started) / n_machines
     outcomes, budget = [], theta_budget(admm)
-    shift = crossings[0][0].column_shift
+    shift = shift_of(crossings[0][0])
     for j, ((data, _), (_, label_oracle)) in enumerate(zip(problems, crossings, strict=True)):
         result = MachineResult(
             rank=j,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpnet.decentralized.columns import PublicColumns
 from dpnet.errors import PrivacyError
 from dpnet.privacy.binary_rr import flip_labels
 from dpnet.privacy.clipping import clip_rows_l2
@@ -43,7 +44,7 @@ class RawShard:
     n_total: int
     group_labels: np.ndarray
     group_weights: np.ndarray
-    column_shift: np.ndarray | None = None  # see PrivateShard
+    columns: PublicColumns | None = None  # see PrivateShard
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,11 @@ class PrivateShard:
     n_total: int
     group_labels: np.ndarray
     group_weights: np.ndarray
-    column_shift: np.ndarray | None = None
-    """Label privacy: every column's mean over all training rows (the features are public
-    there), which the ADMM subtracts (:func:`dpnet.decentralized.machine.local_problem`).
-    None: the columns as given (record privacy protects the features)."""
+    columns: PublicColumns | None = None
+    """Label privacy: the pooled facts of all training rows' features (public there): the
+    columns' mean, which the ADMM subtracts (:func:`dpnet.decentralized.machine.local_problem`),
+    and their curvature, which sets its starting penalty. None: the columns as given (record
+    privacy protects the features)."""
 
 
 @dataclass(frozen=True)
@@ -120,13 +122,11 @@ def cross_boundary(
     public bound, so the sensitivity of :mod:`dpnet.decentralized.record` holds. Under record
     privacy the shard's rows are not public: only :func:`release_theta` lets what the theta
     step computes from them out."""
-    if row_bound is not None and raw.column_shift is not None:
-        raise PrivacyError(f"{part}: record privacy protects the features: no column shift")
+    if row_bound is not None and raw.columns is not None:
+        raise PrivacyError(f"{part}: record privacy protects the features: no column facts")
     noisy = randomize_labels(raw.y_raw, keep_prob, rng, part)
     X = raw.X if row_bound is None else clip_rows_l2(raw.X, row_bound)
-    private = PrivateShard(
-        X, noisy, raw.n_total, raw.group_labels, raw.group_weights, raw.column_shift
-    )
+    private = PrivateShard(X, noisy, raw.n_total, raw.group_labels, raw.group_weights, raw.columns)
     oracle = LabelOracle(raw.y_raw, noisy) if keep_oracle else None
     return private, oracle
 
@@ -144,8 +144,6 @@ def recross_boundary(
     y = np.asarray(y_randomized)
     if y.shape != raw.y_raw.shape or not np.all((y == 1.0) | (y == -1.0)):
         raise PrivacyError(f"{part}: the checkpoint's randomized labels do not fit its rows")
-    private = PrivateShard(
-        raw.X, y, raw.n_total, raw.group_labels, raw.group_weights, raw.column_shift
-    )
+    private = PrivateShard(raw.X, y, raw.n_total, raw.group_labels, raw.group_weights, raw.columns)
     oracle = LabelOracle(raw.y_raw, y) if keep_oracle else None
     return private, oracle

@@ -10,7 +10,7 @@ and under record-level privacy the Gaussian releases of every round's theta).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -80,33 +80,9 @@ class MachineOutcome:
 LOSSES = ("logistic", "unbiased")  # unbiased: corrected for the known flip rate
 
 
-def column_sums(X: np.ndarray) -> np.ndarray:
-    """One machine's part of :func:`column_shift`: the sum of every column of its rows, added
-    row after row (the same floats whatever the memory layout of ``X``)."""
-    return np.ascontiguousarray(X).sum(axis=0)
-
-
-def column_shift(column_sums: Sequence[np.ndarray], n_total: int) -> np.ndarray:
-    """Every column's mean over all training rows, from each machine's column sums in rank
-    order: the same floats whichever layout holds the rows (one file split by rank 0, a file
-    per machine, the estimator's array)."""
-    return np.stack(column_sums).sum(axis=0) / n_total
-
-
-def centres_columns(privacy: str) -> bool:
-    """Whether the fit centres the columns (``privacy`` the job's or estimator's mode): under
-    label privacy, where the features are public; not under record privacy, which protects
-    them (nothing of them may be sent)."""
-    return privacy != "record"
-
-
-def shift_of(privacy: str, sums: list[np.ndarray], n_total: int) -> np.ndarray | None:
-    """The columns' shift of the fit (:class:`~dpnet.decentralized.boundary.PrivateShard`):
-    their mean from every machine's :func:`column_sums` when :func:`centres_columns`, else
-    None."""
-    if not centres_columns(privacy):
-        return None
-    return column_shift(sums, n_total)
+def shift_of(shard: PrivateShard) -> np.ndarray | None:
+    """The columns' shift the shard's fit subtracts (None: the columns as given)."""
+    return None if shard.columns is None else shard.columns.shift
 
 
 def in_given_columns(theta: np.ndarray, shift: np.ndarray | None) -> np.ndarray:
@@ -135,17 +111,18 @@ def local_problem(
     """The machine's ADMM data (design with intercept column, randomized labels) and groups:
     thresholds lam w_g / (2J); the unbiased loss corrects for the known keep probability.
 
-    The columns are shifted by ``shard.column_shift`` when there is one (label privacy):
+    The columns are shifted by their mean ``shard.columns.shift`` when the shard carries the
+    public column facts (label privacy):
     columns far from zero share a direction with the intercept column, along which the ADMM
     crawls (columns of mean 100: 3,000 rounds unconverged; centred: 33). The results are
     turned back to the columns as given by :func:`in_given_columns`."""
     grp_ptr, grp_indices = groups_from_labels(shard.group_labels)
     thresholds = lam * shard.group_weights / (2.0 * n_machines)
     X_aug = np.ones((shard.X.shape[0], shard.X.shape[1] + 1))
-    if shard.column_shift is None:
+    if shard.columns is None:
         X_aug[:, :-1] = shard.X
     else:  # the shifted columns written in place: no copy of the shard beside X~
-        np.subtract(shard.X, shard.column_shift, out=X_aug[:, :-1])
+        np.subtract(shard.X, shard.columns.shift, out=X_aug[:, :-1])
     margin_loss = UnbiasedLogistic(keep_prob) if loss == "unbiased" else Logistic()
     data = LocalData(X_aug, shard.y, shard.n_total, margin_loss)
     return data, GroupStructure(grp_ptr, grp_indices, thresholds)
@@ -209,7 +186,7 @@ def fit_private_shard(
         on_round=on_round,
     )
     oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
-    result = result_in_given_columns(result, shard.column_shift)
+    result = result_in_given_columns(result, shift_of(shard))
     return MachineOutcome(MachineRelease(result, keep_prob, theta_budget(admm)), oracle)
 
 
