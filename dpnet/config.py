@@ -178,9 +178,10 @@ class RunConfig:
     group_weights: str = _opt("ones", "w_g", MODEL, choices=GROUP_WEIGHTS)
     c: float | None = _opt(
         _ADMM.c,
-        "initial ADMM penalty c (default: from the graph's Laplacian spectrum, "
-        "0.21 / (J sqrt(mu_2 mu_J)), docs/algorithms.md; under --privacy record times "
-        "clip(s/12, 1, 3), s the noise multiplier)",
+        "initial ADMM penalty c (default: from the graph's Laplacian spectrum and the "
+        "features' curvature s, 0.105 sqrt(s) (mu_2/mu_J)^0.2 / (J sqrt(mu_2 mu_J)); under "
+        "--privacy record 0.21 / (J sqrt(mu_2 mu_J)) times clip(s/12, 1, 3), s the noise "
+        "multiplier; docs/algorithms.md)",
         MODEL,
         type=float,
     )
@@ -382,7 +383,7 @@ class RunConfig:
             (
                 self.c is None or 0 < self.c <= MAX_PENALTY,
                 f"--c must lie in (0, {MAX_PENALTY:.0e}] (a larger penalty freezes the "
-                f"iterates; leave --c out for the graph's spectral start), got {self.c}",
+                f"iterates; leave --c out for the default start), got {self.c}",
             ),
             (0 < self.alpha_z <= 1, f"--alpha-z must lie in (0, 1], got {self.alpha_z}"),
             (

@@ -89,7 +89,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     optimum the same, while the ADMM no longer crawls along the direction an uncentred
     column shares with the intercept (columns of mean 100: 3,000 rounds unconverged, centred:
     37). ``coef_``, ``intercept_`` and ``machine_coefs_`` are those of the columns as given.
-    Record privacy protects the features: there the columns are used as given.
+    The starting penalty (``c=None``) is scaled by the centred design's curvature
+    lambda_max(X~^T X~)/n, as public as the mean (docs/algorithms.md, "The start under label
+    privacy"). Record privacy protects the features: there the columns are used as given and
+    the start is the graph's alone.
 
     ``groups``: one group id per column (the columns of a group enter and leave the model
     together; default None: one group per column). A constructor parameter, so that
