@@ -77,6 +77,7 @@ class GroupStructure:
     grp_indices: np.ndarray
     thresholds: np.ndarray
     _column_group: np.ndarray = field(init=False, repr=False, compare=False)
+    _theta_group: np.ndarray = field(init=False, repr=False, compare=False)
     _in_order: bool = field(init=False, repr=False, compare=False)
     _floor: np.ndarray = field(init=False, repr=False, compare=False)
 
@@ -89,6 +90,9 @@ class GroupStructure:
             np.arange(len(self.grp_ptr) - 1), np.diff(self.grp_ptr)
         )
         object.__setattr__(self, "_column_group", column_group)
+        # a theta's coordinates: the intercept (last) in a group of its own, index G
+        theta_group = np.append(column_group, len(self.grp_ptr) - 1)
+        object.__setattr__(self, "_theta_group", theta_group)
         object.__setattr__(
             self, "_in_order", bool(np.array_equal(self.grp_indices, np.arange(n_cols)))
         )
@@ -110,6 +114,19 @@ class GroupStructure:
         floor makes that 0 / ||u_g|| with no 0 / 0 on a zero block), along the last axis."""
         shrink = 1.0 - self.thresholds / np.maximum(self.norms(u), self._floor)
         return u * shrink[..., self._column_group]
+
+    def theta_shrinkage(self, u: np.ndarray) -> np.ndarray:
+        """The factors of :meth:`soft_threshold` for a whole theta = (beta, b), u of length
+        p + 1: 1 - t_g / max(||u_g||, t_g) on beta's columns, 1 on the unpenalised
+        intercept; u times them is (S(u_beta), u_b) bitwise (x 1.0 is exact)."""
+        n_groups = len(self.thresholds)
+        factors = np.empty(n_groups + 1)
+        factors[n_groups] = 1.0
+        shrink = factors[:n_groups]
+        np.maximum(self.norms(u[:-1]), self._floor, out=shrink)
+        np.divide(self.thresholds, shrink, out=shrink)
+        np.subtract(1.0, shrink, out=shrink)
+        return factors.take(self._theta_group)
 
 
 @dataclass(frozen=True)
@@ -137,10 +154,10 @@ def z_update(
 ) -> np.ndarray:
     """Z step: exact group soft-threshold target, approached with step ``alpha_z`` (1 = exact)."""
     d = theta_nbhd.shape[0]
-    u = (c * theta_nbhd - v_out).sum(axis=0)
-    target = np.empty_like(u)
-    target[:-1] = groups.soft_threshold(u[:-1])
-    target[-1] = u[-1]
+    rows = c * theta_nbhd
+    rows -= v_out
+    u = np.add.reduce(rows, axis=0)  # sum_i (c theta_i - V_ji), the rows in order
+    target = u * groups.theta_shrinkage(u)
     target /= c * d
     if alpha_z == 1.0:
         return target
@@ -155,7 +172,9 @@ def local_objective(data: LocalData, theta: np.ndarray) -> float:
 def _prox_center(z_nbhd: np.ndarray, v_in: np.ndarray, c: float) -> np.ndarray:
     """m_j = mean_i (Z_i + V_ij / c) (a sum divided by d_j: np.mean's floats, without its
     Python-level wrapper)."""
-    return (z_nbhd + v_in / c).sum(axis=0) / z_nbhd.shape[0]
+    rows = v_in / c
+    rows += z_nbhd
+    return np.add.reduce(rows, axis=0) / z_nbhd.shape[0]
 
 
 class ThetaSolve(NamedTuple):
@@ -406,12 +425,17 @@ class ChordNewton:
         kept = self.point
         start = (
             kept
-            if kept is not None and np.array_equal(kept.theta, theta_prev)
+            if kept is not None and _same_values(kept.theta, theta_prev)
             else DescentPoint.at(self.data, theta_prev)
         )
         self.point, norm = _descend(self.data, center, rho, start, tol, max_iter, chord, relative)
         # a copy: the kept point's theta stays as it is
         return ThetaSolve(self.point.theta.copy(), self.point.loss_value, norm)
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """np.array_equal(a, b) (NaN unequal, -0.0 == 0.0) without its Python-level wrapper."""
+    return a.shape == b.shape and bool((a == b).all())
 
 
 def _descend(
@@ -584,8 +608,12 @@ def dual_update(
     """In place: V_ji += c (Z_j - theta_i) and V_ij += c (Z_i - theta_j) for i in Nbar_j.
 
     ``z_own`` is Z_j, or one row per i (its over-relaxed copies, see admm.relaxed)."""
-    v_out += c * (np.atleast_2d(z_own) - theta_nbhd)
-    v_in += c * (z_nbhd - theta_own[None, :])
+    step = z_own - theta_nbhd
+    step *= c
+    v_out += step
+    step = z_nbhd - theta_own
+    step *= c
+    v_in += step
 
 
 def residuals(
@@ -593,7 +621,8 @@ def residuals(
 ) -> tuple[float, float]:
     """Local primal max_i ||Z_j - theta_i|| and dual c sqrt(d_j) ||Z_j - Z_j^prev||."""
     apart = theta_nbhd - z_own
-    primal = math.sqrt((apart * apart).sum(axis=1).max())
+    apart *= apart
+    primal = math.sqrt(np.maximum.reduce(np.add.reduce(apart, axis=1)))
     moved = z_own - z_prev
     dual = c * math.sqrt(theta_nbhd.shape[0]) * math.sqrt(moved @ moved)
     return primal, dual
