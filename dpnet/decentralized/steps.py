@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -143,6 +144,11 @@ class LocalData:
     def n_features(self) -> int:
         return self.X_aug.shape[1] - 1
 
+    @cached_property
+    def y_over_n(self) -> np.ndarray:
+        """(1/n) y, the loss gradient's weights of l'(margin): X~^T ((1/n) y l'), formed once."""
+        return (1.0 / self.n_total) * self.y
+
 
 def z_update(
     theta_nbhd: np.ndarray,
@@ -215,7 +221,7 @@ class DescentPoint:
         """X~^T (y l'/n) at the margins."""
         if self._gradient is None:
             first = data.loss.derivative(self.margin) if self.first is None else self.first
-            self._gradient = data.X_aug.T @ ((1.0 / data.n_total) * data.y * first)
+            self._gradient = data.X_aug.T @ (data.y_over_n * first)
         return self._gradient
 
     def weights(self, data: LocalData) -> np.ndarray:
@@ -566,10 +572,10 @@ class MajorizedThetaStep:
     ) -> np.ndarray:
         m = _prox_center(z_nbhd, v_in, c)
         rho = c * z_nbhd.shape[0]
-        X, y, inv_n, loss = self.data.X_aug, self.data.y, 1.0 / self.data.n_total, self.data.loss
+        X, y, y_over_n, loss = self.data.X_aug, self.data.y, self.data.y_over_n, self.data.loss
         theta = theta_prev.copy()
         for _ in range(self.n_steps):
-            grad = X.T @ (inv_n * y * loss.derivative(y * (X @ theta))) + rho * (theta - m)
+            grad = X.T @ (y_over_n * loss.derivative(y * (X @ theta))) + rho * (theta - m)
             theta = theta - self._solve(rho, grad)
         return theta
 
@@ -588,11 +594,11 @@ def theta_update_gradient(
     d = z_nbhd.shape[0]
     m = _prox_center(z_nbhd, v_in, c)
     rho = c * d
-    X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
+    X, y, y_over_n, loss = data.X_aug, data.y, data.y_over_n, data.loss
     theta = theta_prev.copy()
     for _ in range(n_steps):
         margin = y * (X @ theta)
-        theta -= step_size * (X.T @ (inv_n * y * loss.derivative(margin)) + rho * (theta - m))
+        theta -= step_size * (X.T @ (y_over_n * loss.derivative(margin)) + rho * (theta - m))
     return theta
 
 
