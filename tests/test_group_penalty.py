@@ -58,6 +58,21 @@ def test_soft_threshold_of_permuted_groups_rows_and_unpenalised_groups() -> None
     np.testing.assert_allclose(groups.penalty(u), penalties, rtol=1e-14)
 
 
+def test_theta_shrinkage_is_the_soft_threshold_of_beta_and_keeps_the_intercept() -> None:
+    """u times the factors of a whole theta is (S(u_beta), u_b) bit for bit (the Z step's
+    form of the prox): permuted groups, t_g = 0, zero blocks, non-finite entries."""
+    rng = np.random.default_rng(1)
+    labels = np.array([2, 0, 1, 0, 2, 1, 1])
+    groups = GroupStructure(
+        np.array([0, 2, 5, 7]), np.argsort(labels, kind="stable"), np.array([0.7, 0.0, 1.5])
+    )
+    for u in [*rng.standard_normal((5, 8)), np.zeros(8), np.r_[np.inf, np.zeros(6), np.nan]]:
+        with np.errstate(invalid="ignore"):
+            got = u * groups.theta_shrinkage(u)
+            want = np.append(groups.soft_threshold(u[:-1]), u[-1])
+        assert got.tobytes() == want.tobytes()
+
+
 def test_group_structure_refuses_indices_that_are_not_a_permutation() -> None:
     with pytest.raises(ValueError, match="permutation"):
         GroupStructure(np.array([0, 2, 3]), np.array([0, 1, 1]), np.ones(2))

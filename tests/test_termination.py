@@ -11,6 +11,7 @@ from dpnet.decentralized.termination import (
     MESSAGE_SIZE,
     N_STATS,
     TreeAggregator,
+    combine,
     tree_plan,
 )
 from dpnet.network.inprocess import run_in_process
@@ -69,6 +70,35 @@ def test_every_machine_gets_the_exact_aggregate_of_round_t_minus_2h(graph):
         for machine in seen:
             np.testing.assert_array_equal(machine[s], seen[0][s])  # bitwise the same everywhere
         np.testing.assert_allclose(seen[0][s], truth, rtol=1e-12, atol=1e-12)
+
+
+def test_combine_sums_the_objective_in_row_order_and_takes_the_other_maxima():
+    """Bit for bit the column sums (own first, then the rows in order) and the NaN-propagating
+    maxima of the stacked rows; no children: own itself."""
+    rng = np.random.default_rng(2)
+    own, children = rng.standard_normal(N_STATS) * 1e3, rng.standard_normal((19, N_STATS))
+    children[4, 3] = np.nan
+    rows = np.vstack([own, children])
+    want = np.concatenate([rows.sum(axis=0)[:1], rows.max(axis=0)[1:]])
+    assert combine(own, children).tobytes() == want.tobytes()
+    assert combine(own, children[:0]) is own
+
+
+@pytest.mark.parametrize("graph", [nx.complete_graph(5), nx.path_graph(5)], ids=["K5", "P5"])
+def test_a_restored_aggregator_sends_what_the_running_one_sends(graph):
+    """Every round, an aggregator restored from the running one's state (a resumed run)
+    sends bitwise its message: the root's U, known from its last receive, is not lost."""
+
+    def machine(comm):
+        agg = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours)
+        for t in range(1, 12):
+            restored = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours)
+            restored.restore(agg.state())
+            message = agg.outgoing()
+            assert restored.outgoing().tobytes() == message.tobytes()
+            agg.receive(t, _stats(comm.rank, t), comm.neighbour_exchange(message))
+
+    run_in_process(graph, machine)
 
 
 def test_nan_on_one_machine_reaches_everyone():

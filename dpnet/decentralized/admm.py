@@ -39,7 +39,7 @@ from dpnet.decentralized.steps import (
     theta_update_gradient,
     z_update,
 )
-from dpnet.decentralized.termination import TreeAggregator, tree_plan
+from dpnet.decentralized.termination import MESSAGE_SIZE, TreeAggregator, tree_plan
 from dpnet.network.comm import Communicator, PeerSilent
 from dpnet.network.topology import laplacian_extremes
 
@@ -302,10 +302,11 @@ def relaxed(
     dual copies stay bitwise equal. alpha = 1 is the plain ADMM (the Z's themselves)."""
     if alpha == 1.0:
         return z_nbhd, z
-    return (
-        alpha * z_nbhd + (1.0 - alpha) * theta[None, :],
-        alpha * z[None, :] + (1.0 - alpha) * theta_nbhd,
-    )
+    z_in = alpha * z_nbhd
+    z_in += (1.0 - alpha) * theta
+    z_out = (1.0 - alpha) * theta_nbhd
+    z_out += alpha * z  # a + b: the same float as b + a
+    return z_in, z_out
 
 
 def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
@@ -466,7 +467,9 @@ def run_machine(
                     n_steps=config.beta_steps,
                     step_size=config.beta_step_size,
                 )
-            message = np.concatenate([theta, stats.outgoing()])
+            message = np.empty(dim + MESSAGE_SIZE)
+            message[:dim] = theta
+            stats.outgoing(out=message[dim:])
             step_clock.lap("theta_step")
             received = comm.neighbour_exchange(message)
             step_clock.lap(None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -77,6 +78,7 @@ class GroupStructure:
     grp_indices: np.ndarray
     thresholds: np.ndarray
     _column_group: np.ndarray = field(init=False, repr=False, compare=False)
+    _theta_group: np.ndarray = field(init=False, repr=False, compare=False)
     _in_order: bool = field(init=False, repr=False, compare=False)
     _floor: np.ndarray = field(init=False, repr=False, compare=False)
 
@@ -89,6 +91,9 @@ class GroupStructure:
             np.arange(len(self.grp_ptr) - 1), np.diff(self.grp_ptr)
         )
         object.__setattr__(self, "_column_group", column_group)
+        # a theta's coordinates: the intercept (last) in a group of its own, index G
+        theta_group = np.append(column_group, len(self.grp_ptr) - 1)
+        object.__setattr__(self, "_theta_group", theta_group)
         object.__setattr__(
             self, "_in_order", bool(np.array_equal(self.grp_indices, np.arange(n_cols)))
         )
@@ -111,6 +116,19 @@ class GroupStructure:
         shrink = 1.0 - self.thresholds / np.maximum(self.norms(u), self._floor)
         return u * shrink[..., self._column_group]
 
+    def theta_shrinkage(self, u: np.ndarray) -> np.ndarray:
+        """The factors of :meth:`soft_threshold` for a whole theta = (beta, b), u of length
+        p + 1: 1 - t_g / max(||u_g||, t_g) on beta's columns, 1 on the unpenalised
+        intercept; u times them is (S(u_beta), u_b) bitwise (x 1.0 is exact)."""
+        n_groups = len(self.thresholds)
+        factors = np.empty(n_groups + 1)
+        factors[n_groups] = 1.0
+        shrink = factors[:n_groups]
+        np.maximum(self.norms(u[:-1]), self._floor, out=shrink)
+        np.divide(self.thresholds, shrink, out=shrink)
+        np.subtract(1.0, shrink, out=shrink)
+        return factors.take(self._theta_group)
+
 
 @dataclass(frozen=True)
 class LocalData:
@@ -126,6 +144,11 @@ class LocalData:
     def n_features(self) -> int:
         return self.X_aug.shape[1] - 1
 
+    @cached_property
+    def y_over_n(self) -> np.ndarray:
+        """(1/n) y, the loss gradient's weights of l'(margin): X~^T ((1/n) y l'), formed once."""
+        return (1.0 / self.n_total) * self.y
+
 
 def z_update(
     theta_nbhd: np.ndarray,
@@ -137,10 +160,10 @@ def z_update(
 ) -> np.ndarray:
     """Z step: exact group soft-threshold target, approached with step ``alpha_z`` (1 = exact)."""
     d = theta_nbhd.shape[0]
-    u = (c * theta_nbhd - v_out).sum(axis=0)
-    target = np.empty_like(u)
-    target[:-1] = groups.soft_threshold(u[:-1])
-    target[-1] = u[-1]
+    rows = c * theta_nbhd
+    rows -= v_out
+    u = np.add.reduce(rows, axis=0)  # sum_i (c theta_i - V_ji), the rows in order
+    target = u * groups.theta_shrinkage(u)
     target /= c * d
     if alpha_z == 1.0:
         return target
@@ -155,7 +178,9 @@ def local_objective(data: LocalData, theta: np.ndarray) -> float:
 def _prox_center(z_nbhd: np.ndarray, v_in: np.ndarray, c: float) -> np.ndarray:
     """m_j = mean_i (Z_i + V_ij / c) (a sum divided by d_j: np.mean's floats, without its
     Python-level wrapper)."""
-    return (z_nbhd + v_in / c).sum(axis=0) / z_nbhd.shape[0]
+    rows = v_in / c
+    rows += z_nbhd
+    return np.add.reduce(rows, axis=0) / z_nbhd.shape[0]
 
 
 class ThetaSolve(NamedTuple):
@@ -196,7 +221,7 @@ class DescentPoint:
         """X~^T (y l'/n) at the margins."""
         if self._gradient is None:
             first = data.loss.derivative(self.margin) if self.first is None else self.first
-            self._gradient = data.X_aug.T @ ((1.0 / data.n_total) * data.y * first)
+            self._gradient = data.X_aug.T @ (data.y_over_n * first)
         return self._gradient
 
     def weights(self, data: LocalData) -> np.ndarray:
@@ -406,12 +431,17 @@ class ChordNewton:
         kept = self.point
         start = (
             kept
-            if kept is not None and np.array_equal(kept.theta, theta_prev)
+            if kept is not None and _same_values(kept.theta, theta_prev)
             else DescentPoint.at(self.data, theta_prev)
         )
         self.point, norm = _descend(self.data, center, rho, start, tol, max_iter, chord, relative)
         # a copy: the kept point's theta stays as it is
         return ThetaSolve(self.point.theta.copy(), self.point.loss_value, norm)
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """np.array_equal(a, b) (NaN unequal, -0.0 == 0.0) without its Python-level wrapper."""
+    return a.shape == b.shape and bool((a == b).all())
 
 
 def _descend(
@@ -542,10 +572,10 @@ class MajorizedThetaStep:
     ) -> np.ndarray:
         m = _prox_center(z_nbhd, v_in, c)
         rho = c * z_nbhd.shape[0]
-        X, y, inv_n, loss = self.data.X_aug, self.data.y, 1.0 / self.data.n_total, self.data.loss
+        X, y, y_over_n, loss = self.data.X_aug, self.data.y, self.data.y_over_n, self.data.loss
         theta = theta_prev.copy()
         for _ in range(self.n_steps):
-            grad = X.T @ (inv_n * y * loss.derivative(y * (X @ theta))) + rho * (theta - m)
+            grad = X.T @ (y_over_n * loss.derivative(y * (X @ theta))) + rho * (theta - m)
             theta = theta - self._solve(rho, grad)
         return theta
 
@@ -564,11 +594,11 @@ def theta_update_gradient(
     d = z_nbhd.shape[0]
     m = _prox_center(z_nbhd, v_in, c)
     rho = c * d
-    X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
+    X, y, y_over_n, loss = data.X_aug, data.y, data.y_over_n, data.loss
     theta = theta_prev.copy()
     for _ in range(n_steps):
         margin = y * (X @ theta)
-        theta -= step_size * (X.T @ (inv_n * y * loss.derivative(margin)) + rho * (theta - m))
+        theta -= step_size * (X.T @ (y_over_n * loss.derivative(margin)) + rho * (theta - m))
     return theta
 
 
@@ -584,8 +614,12 @@ def dual_update(
     """In place: V_ji += c (Z_j - theta_i) and V_ij += c (Z_i - theta_j) for i in Nbar_j.
 
     ``z_own`` is Z_j, or one row per i (its over-relaxed copies, see admm.relaxed)."""
-    v_out += c * (np.atleast_2d(z_own) - theta_nbhd)
-    v_in += c * (z_nbhd - theta_own[None, :])
+    step = z_own - theta_nbhd
+    step *= c
+    v_out += step
+    step = z_nbhd - theta_own
+    step *= c
+    v_in += step
 
 
 def residuals(
@@ -593,7 +627,8 @@ def residuals(
 ) -> tuple[float, float]:
     """Local primal max_i ||Z_j - theta_i|| and dual c sqrt(d_j) ||Z_j - Z_j^prev||."""
     apart = theta_nbhd - z_own
-    primal = math.sqrt((apart * apart).sum(axis=1).max())
+    apart *= apart
+    primal = math.sqrt(np.maximum.reduce(np.add.reduce(apart, axis=1)))
     moved = z_own - z_prev
     dual = c * math.sqrt(theta_nbhd.shape[0]) * math.sqrt(moved @ moved)
     return primal, dual

@@ -41,8 +41,10 @@ def combine(own: np.ndarray, children: np.ndarray) -> np.ndarray:
     the objective, added in row order after ``own``; maxima (NaN wins) otherwise."""
     if not len(children):
         return own
-    rows = np.vstack([own, children])
-    return np.where(_IS_SUM, rows.sum(axis=0), rows.max(axis=0))
+    rows = np.concatenate((own[None, :], children))
+    total = np.maximum.reduce(rows, axis=0)
+    np.copyto(total, np.add.reduce(rows, axis=0), where=_IS_SUM)
+    return total
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,11 @@ def bfs_tree(graph: nx.Graph) -> tuple[list[int], dict[int, int | None], dict[in
     depth = {0: 0}
     parent: dict[int, int | None] = {0: None}
     order = [0]
+    adjacency, n_nodes = graph.adj, graph.number_of_nodes()
     for u in order:
-        for v in sorted(graph.neighbors(u)):
+        if len(order) == n_nodes:  # every node placed: the rest of the walk adds none
+            break
+        for v in sorted(adjacency[u]):
             if v not in depth:
                 depth[v], parent[v] = depth[u] + 1, u
                 order.append(v)
@@ -101,25 +106,37 @@ class TreeAggregator:
         self._children_up = np.tile(NEUTRAL, (len(plan.children), 1))
         self._down = (0.0, NEUTRAL.copy())  # (round index, G) to forward
         self._known: dict[int, np.ndarray] = {}
+        self._next_up: np.ndarray | None = None  # the root's next U, known from receive
 
-    def outgoing(self) -> np.ndarray:
-        """The statistics part of this round's message: [U (K), down index, down G (K)]."""
-        h = self.plan.height - self.plan.depth
-        # own statistics of round r - 1 - h: the oldest kept once the deque is full
-        own = self._own[0] if len(self._own) == h + 1 else NEUTRAL
-        up = combine(own, self._children_up)
+    def outgoing(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The statistics part of this round's message: [U (K), down index, down G (K)],
+        written into ``out`` (of size :data:`MESSAGE_SIZE`) if given."""
+        up = self._next_up
+        if up is None:
+            h = self.plan.height - self.plan.depth
+            # own statistics of round r - 1 - h: the oldest kept once the deque is full
+            own = self._own[0] if len(self._own) == h + 1 else NEUTRAL
+            up = combine(own, self._children_up)
+        if out is None:
+            out = np.empty(MESSAGE_SIZE)
         index, down = self._down
-        return np.concatenate([up, [index], down])
+        out[:N_STATS] = up
+        out[N_STATS] = index
+        out[N_STATS + 1 :] = down
+        return out
 
     def receive(self, round_: int, own_stats: np.ndarray, received: np.ndarray) -> None:
         """End of round ``round_``: this machine's statistics and the neighbours' parts."""
         self._own.append(own_stats)
-        self._children_up = received[self._child_slots, :N_STATS]
+        if len(self._child_slots):  # a leaf keeps its empty (0, K) rows
+            self._children_up = received[self._child_slots, :N_STATS]
         if self._parent_slot is None:  # the root completes the wave of round r - H
             total = combine(self._own[0], self._children_up)  # own of round r - H
             s = round_ - self.plan.height
             self._down = (float(s), total)
             self._known[s] = total
+            # once the deque is full, the next outgoing combines the same two: its U
+            self._next_up = total if len(self._own) == self._own.maxlen else None
         else:
             part = received[self._parent_slot, N_STATS:]
             index = int(part[0])
@@ -151,6 +168,7 @@ class TreeAggregator:
             int(r): np.array(row)
             for r, row in zip(state["known_rounds"], state["known"], strict=True)
         }
+        self._next_up = None
 
     def network_stats(self, round_: int) -> np.ndarray | None:
         """G(s) for s = round_ - 2H, identical on every machine; None before round 1."""
