@@ -46,6 +46,7 @@ from typing import cast
 
 import networkx as nx
 import numpy as np
+from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dpotrf, dpotri
 
 from dpnet.decentralized.admm import (
@@ -68,7 +69,6 @@ from dpnet.decentralized.steps import (
     LocalData,
     scaled_residual,
     theta_tolerance,
-    weighted_gram,
 )
 from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
 from dpnet.errors import MachineFailure, PrivacyError
@@ -289,21 +289,32 @@ def _newton_inverses(
 ) -> np.ndarray:
     """(S_k^T S_k + rho_k I)^{-1}, S_k = diag(sqrt_weights[k]) X~_j, j = idx[k]: the inverse
     Newton matrices, machine by machine on views of X~ (no copy of the stack), S^T S one
-    symmetric product (BLAS dsyrk, half a general product's flops), inverted from its
-    Cholesky factor (LAPACK dpotrf, dpotri: d^3 flops against LU's 2 d^3); NaN where a
-    matrix is not numerically positive definite, as ``ChordNewton``'s factor (a non-finite
-    iterate: the stop rule's)."""
-    dim = X.shape[2]
+    symmetric product (BLAS dsyrk, half a general product's flops; of S^T, a Fortran-ordered
+    view of a row-major S), inverted from its Cholesky factor (LAPACK dpotrf, dpotri: d^3
+    flops against LU's 2 d^3); NaN where a matrix is not numerically positive definite, as
+    ``ChordNewton``'s factor (a non-finite iterate: the stop rule's).
+
+    S and the matrix live in buffers kept for the whole call (a fresh S per machine cost more
+    than its product); the three routines work on the lower triangle of the matrix in place,
+    so its strict upper triangle stays zero and the inverse is L + L^T with the diagonal
+    halved (exact: x + 0 = x, (x + x) / 2 = x)."""
+    n_rows, dim = X.shape[1], X.shape[2]
     out = np.empty((idx.size, dim, dim))
+    scaled = np.empty((n_rows, dim))
+    hess = np.zeros((dim, dim), order="F")
     for k, j in enumerate(idx):
-        hess = weighted_gram(X[j], sqrt_weights[k], lower=True)
-        hess.flat[:: dim + 1] += rho[k]
-        factor, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
+        np.multiply(X[j], sqrt_weights[k][:, None], out=scaled)
+        hess = dsyrk(1.0, scaled.T, c=hess, lower=1, overwrite_c=1)
+        hess.T.reshape(-1)[:: dim + 1] += rho[k]  # the diagonal (a view: hess.T is C-ordered)
+        hess, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
         if info == 0:
-            factor, info = dpotri(factor, lower=1, overwrite_c=1)  # the lower triangle
-        out[k] = factor if info == 0 else np.nan
-    lower = np.tril_indices(dim, -1)
-    out[:, lower[1], lower[0]] = out[:, lower[0], lower[1]]
+            hess, info = dpotri(hess, lower=1, overwrite_c=1)
+        if info == 0:
+            np.add(hess, hess.T, out=out[k])
+        else:
+            out[k] = np.nan
+    diag = np.arange(dim)
+    out[:, diag, diag] *= 0.5
     return out
 
 
