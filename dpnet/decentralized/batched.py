@@ -9,7 +9,7 @@ all machines at once, on arrays:
   order (row j = sorted closed neighbourhood Nbar_j), ``V[k] = V_ji`` for k = (j, i). The round
   loop keeps two bitwise-equal copies (j's ``v_out[i]`` and i's ``v_in[j]``); one array suffices,
   and ``V[rev[k]] = V_ij`` is the copy j's theta step reads;
-- neighbourhood sums over k in row j: ``np.add.reduceat`` along the CSR pointer.
+- neighbourhood sums over k in row j: :meth:`EdgeIndex.row_sum` along the CSR pointer.
 
 One round, for all j at once (the same formulas as :mod:`dpnet.decentralized.steps`):
 
@@ -104,8 +104,30 @@ class EdgeIndex:
         return cls(ptr, row, col, rev, degree)
 
     def row_sum(self, values: np.ndarray) -> np.ndarray:
-        """sum over k in row j of values[k], for every j: shape (J, ...)."""
-        return np.add.reduceat(values, self.ptr[:-1], axis=0)
+        """sum over k in row j of values[k], for every j: shape (J, ...). Rows of at most 8
+        edges: v_first + ((v_second + v_third) + ...), the order of ``np.add.reduceat`` (used
+        for longer rows: it adds them pairwise), by one gather of (J, ...) per position in a
+        row (reduceat on 2-d values runs a short loop per row and column: 2.4x slower at
+        J = 1,000, degree 3)."""
+        first, length = self.ptr[:-1], self.degree
+        if length.max() > 8:
+            return np.add.reduceat(values, first, axis=0)
+        total = values[first]
+        if length.max() == 1:
+            return total
+        paired = length > 1
+        rest = values[first[paired] + 1]
+        for k in range(2, int(length.max())):
+            longer = length[paired] > k
+            if longer.all():
+                rest += values[first[paired] + k]
+            else:
+                rest[longer] += values[first[paired][longer] + k]
+        if paired.all():
+            total += rest
+        else:
+            total[paired] += rest
+        return total
 
 
 @dataclass(frozen=True)
