@@ -41,7 +41,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import cast
 
 import networkx as nx
@@ -177,6 +177,11 @@ class StackedShards:
     def inv_n(self) -> float:
         return 1.0 / self.n_total
 
+    @cached_property
+    def y_over_n(self) -> np.ndarray:
+        """inv_n * y (J, n_max): the weights of l' in the loss gradient."""
+        return self.inv_n * self.y
+
     @classmethod
     def stack(cls, shards: Sequence[LocalData]) -> StackedShards:
         dims = {s.X_aug.shape[1] for s in shards}
@@ -219,7 +224,14 @@ class StackedShards:
         ``first``: l'(margins), if already computed."""
         if first is None:
             first = self.loss.derivative(margins)
-        return _stack_matvec(self.X, idx, self.inv_n * self.y[idx] * first, left=True)
+        weights = self.y_over_n[_rows(idx, self.y.shape[0])] * first
+        return _stack_matvec(self.X, idx, weights, left=True)
+
+
+def _rows(idx: np.ndarray, n_all: int) -> np.ndarray | slice:
+    """The machines ``idx`` (sorted, distinct) as an index into arrays of all ``n_all``: a
+    slice when they are all of them (views instead of fancy-indexed copies)."""
+    return slice(None) if idx.size == n_all else idx
 
 
 def _matvec(A: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -365,7 +377,8 @@ class StackedPoints:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The theta step's gradient f_j' + rho_j (theta_j - m_j) at the points of the machines
         ``idx`` (center, rho: all machines'), and its norm."""
-        grad = self.loss_grad[idx] + rho[idx, None] * (self.theta[idx] - center[idx])
+        rows = _rows(idx, self.theta.shape[0])
+        grad = self.loss_grad[rows] + rho[rows, None] * (self.theta[rows] - center[rows])
         return grad, np.sqrt(_rowdot(grad, grad))
 
 
@@ -407,8 +420,9 @@ def theta_update_newton_batched(
     last_norm = np.full(n_mach, np.inf)  # before the last step on a kept matrix
 
     def proximal(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
-        diff = t - center[idx]
-        return 0.5 * rho[idx] * _rowdot(diff, diff)
+        rows = _rows(idx, n_mach)
+        diff = t - center[rows]
+        return 0.5 * rho[rows] * _rowdot(diff, diff)
 
     everyone = np.arange(n_mach)
     f = points.loss + proximal(everyone, points.theta)
@@ -427,7 +441,8 @@ def theta_update_newton_batched(
         active, grad, norm = active[going], grad[going], norm[going]
         if active.size == 0:
             break
-        th, margin = points.theta[active], points.margin[active]
+        rows = _rows(active, n_mach)  # views of the points' arrays while all are active
+        th, margin = points.theta[rows], points.margin[rows]
         form = (
             ~kept.chords[active]
             | ~kept.kept[active]
@@ -458,8 +473,8 @@ def theta_update_newton_batched(
             step[chords] = np.matmul(kept.inverse[on], grad[chords, :, None])[:, :, 0]
             step[~chords] = np.linalg.solve(kept.hess[off], grad[~chords, :, None])[:, :, 0]
         slope = _rowdot(grad, step)
-        moved = y[active] * _stack_matvec(X, active, step)
-        f_act = f[active]
+        moved = y[rows] * _stack_matvec(X, active, step)
+        f_act = f[rows]
         flat = slope <= FLAT_SLOPE * _py_max(np.abs(f_act), 1.0)
         # the full step for every machine: kept where the slope is flat or the Armijo test
         # holds, else halved, every machine with its own t
@@ -485,13 +500,13 @@ def theta_update_newton_batched(
             new_theta[done], new_margin[done] = trial[ok], trial_margin[ok]
             new_loss[done], f_new[done], first[done] = trial_loss[ok], f_trial[ok], trial_first[ok]
             searching = searching[~ok]
-        points.theta[active], points.margin[active], points.loss[active] = (
+        points.theta[rows], points.margin[rows], points.loss[rows] = (
             new_theta,
             new_margin,
             new_loss,
         )
-        points.loss_grad[active] = data.loss_gradient(active, new_margin, first)
-        f[active] = f_new
+        points.loss_grad[rows] = data.loss_gradient(active, new_margin, first)
+        f[rows] = f_new
         active = active[~flat | ~form]  # a full Newton step ends the solve
     rest = np.flatnonzero(~measured)  # a final Newton step, or max_iter: measured now
     if rest.size:
