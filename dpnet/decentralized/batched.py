@@ -339,7 +339,7 @@ def _newton_inverses(
     for k, j in enumerate(idx):
         np.multiply(X[j], sqrt_weights[k][:, None], out=scaled)
         hess = dsyrk(1.0, scaled.T, c=hess, lower=1, overwrite_c=1)
-        hess.T.reshape(-1)[:: dim + 1] += rho[k]  # the diagonal (a view: hess.T is C-ordered)
+        hess.ravel(order="K")[:: dim + 1] += rho[k]  # the diagonal: a view, hess is contiguous
         hess, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
         if info == 0:
             hess, info = dpotri(hess, lower=1, overwrite_c=1)
