@@ -22,7 +22,17 @@ formed), n = rows, d = dim:
   exp/log are not counted as flops (listed as ``loss evaluations``, elements).
 
 GFLOP/s: one dgemm of the same size as a round's Hessians, X^T X with X the (J n, d) stack of
-all shards, median CPU time, in the same process. Writes benchmarks/out/simulated_round_cost.csv.
+all shards, median CPU time, in the same process.
+
+Memory floor (the second yardstick): a product with the whole (J, n, d) stack reads J n d
+floats (39 MB at J = 1,000) for 2 J n d flops and is bandwidth-bound, so the flop yardstick
+understates what stacked numpy products can reach. Timed in the same process, one pass over
+the whole stack each (CPU time): the step solve (J, d, d) @ (J, d, 1) on a stack of
+inverse Newton matrices, X~ s (J, n, d) @ (J, d, 1) and the left product (J, 1, n) @ (J, n, d);
+each alone, again and again (the fastest pass, as warm as the caches keep the stack: the
+floor), and the three in turn as an iteration runs them (interleaved, median). The floor is
+the round's counted work at these times, a machine's share of a pass per product:
+(steps x (solve + X~ s) + gradients x left) / J. Writes benchmarks/out/simulated_round_cost.csv.
 """
 
 from __future__ import annotations
@@ -139,6 +149,36 @@ def gflops(data: StackedShards, repeats: int) -> float:
     return 2.0 * flat.shape[0] * flat.shape[1] ** 2 / float(np.median(times)) / 1e9
 
 
+def pass_times(data: StackedShards, repeats: int) -> dict[str, float]:
+    """CPU seconds of one pass over the whole stack for each product of a Newton iteration
+    (module docstring): ``<name>_alone``, the fastest of the same product again and again
+    (the stack as warm in the caches as it gets: the floor), and ``<name>_interleaved``, the
+    median of the three in turn as an iteration runs them."""
+    n_mach, n_rows, dim = data.X.shape
+    rng = np.random.default_rng(0)
+    inverses = rng.standard_normal((n_mach, dim, dim))
+    step, weights = rng.standard_normal((n_mach, dim, 1)), rng.standard_normal((n_mach, 1, n_rows))
+    products = {
+        "solve": lambda: np.matmul(inverses, step),
+        "right": lambda: np.matmul(data.X, step),
+        "left": lambda: np.matmul(weights, data.X),
+    }
+
+    def seconds(product: Callable[[], Any]) -> float:
+        start = time.process_time()
+        product()
+        return time.process_time() - start
+
+    alone = {name: [seconds(product) for _ in range(repeats)] for name, product in products.items()}
+    interleaved: dict[str, list[float]] = {name: [] for name in products}
+    for _ in range(repeats):
+        for name, product in products.items():
+            interleaved[name].append(seconds(product))
+    return {f"{name}_alone": min(t) for name, t in alone.items()} | {
+        f"{name}_interleaved": float(np.median(t)) for name, t in interleaved.items()
+    }
+
+
 def flop_count(counts: dict[str, int], n_rows: int, n_machines: int, dim: int) -> dict[str, float]:
     """The run's flops by kind (module docstring), from the loss's counts."""
     gradients = counts.get("gradients", 0)  # machine evaluations
@@ -159,10 +199,11 @@ def measure(n_machines: int, rounds: int, repeats: int) -> dict[str, Any]:
     config = replace(config, max_rounds=rounds, tol=0.0)
     n_rows, dim = data.X.shape[1], data.X.shape[2]
     run_once(data, groups, config, graph)  # warm caches and imports
-    runs, rates = [], []
+    runs, rates, passes = [], [], []
     for _ in range(repeats):
         runs.append(run_once(data, groups, config, graph))
         rates.append(gflops(data, 5))
+        passes.append(pass_times(data, 5))
     assert all(np.array_equal(r["theta"], runs[0]["theta"]) for r in runs)  # deterministic
     counts = runs[0]["counts"]
     flops = flop_count(counts, n_rows, n_machines, dim)
@@ -184,6 +225,17 @@ def measure(n_machines: int, rounds: int, repeats: int) -> dict[str, Any]:
     row["gflops"] = rate
     row["flop_ms_per_round"] = total / rounds / rate / 1e6
     row["ratio"] = row["cpu_ms_per_round"] / row["flop_ms_per_round"]
+    row["stack_mb"] = data.X.nbytes / 1e6
+    row["inverses_mb"] = n_machines * dim * dim * data.X.itemsize / 1e6
+    for key in passes[0]:
+        pick = min if key.endswith("_alone") else np.median
+        row[f"pass_{key}_ms"] = float(pick([p[key] for p in passes])) * 1e3
+    for kind in ("alone", "interleaved"):
+        row[f"floor_{kind}_ms_per_round"] = (
+            row["steps"] * (row[f"pass_solve_{kind}_ms"] + row[f"pass_right_{kind}_ms"])
+            + row["gradients"] * row[f"pass_left_{kind}_ms"]
+        ) / n_machines
+    row["floor_ratio"] = row["cpu_ms_per_round"] / row["floor_alone_ms_per_round"]
     return row
 
 
@@ -207,6 +259,18 @@ def main() -> None:
                 f"{row['matrices']:.0f} matrices formed; {row['loss_evaluations']:.3g} loss "
                 f"elements) at {row['gflops']:.1f} GFLOP/s = {row['flop_ms_per_round']:.2f} ms; "
                 f"ratio {row['ratio']:.2f}",
+                flush=True,
+            )
+            print(
+                f"  memory floor: one pass over the stack ({row['stack_mb']:.0f} MB X~, "
+                f"{row['inverses_mb']:.0f} MB inverses) "
+                f"{row['pass_right_alone_ms']:.2f} ms X~ s, {row['pass_left_alone_ms']:.2f} ms "
+                f"left, {row['pass_solve_alone_ms']:.2f} ms solve: the round's steps and gradients "
+                f"at these = {row['floor_alone_ms_per_round']:.2f} ms; ratio "
+                f"{row['floor_ratio']:.2f} (interleaved as an iteration runs them: "
+                f"{row['pass_right_interleaved_ms']:.2f}, {row['pass_left_interleaved_ms']:.2f}, "
+                f"{row['pass_solve_interleaved_ms']:.2f} ms = "
+                f"{row['floor_interleaved_ms_per_round']:.2f} ms)",
                 flush=True,
             )
     write_csv(rows, OUT_DIR / "simulated_round_cost.csv")
