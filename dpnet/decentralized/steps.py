@@ -109,24 +109,27 @@ class GroupStructure:
         """sum_g t_g ||beta_g|| (of each row; 0-d for one beta)."""
         return np.asarray(self.norms(beta) @ self.thresholds)
 
+    def _shrink(self, u: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Every group's factor 1 - t_g / max(||u_g||, t_g), along the last axis (into
+        ``out`` if given)."""
+        factors = np.maximum(self.norms(u), self._floor, out=out)
+        np.divide(self.thresholds, factors, out=factors)
+        return np.subtract(1.0, factors, out=factors)
+
     def soft_threshold(self, u: np.ndarray) -> np.ndarray:
         """The prox of sum_g t_g ||.||: every block u_g scaled by max(0, 1 - t_g/||u_g||)
         = 1 - t_g / max(||u_g||, t_g) (0 at or below the threshold; 1 where t_g = 0: the
         floor makes that 0 / ||u_g|| with no 0 / 0 on a zero block), along the last axis."""
-        shrink = 1.0 - self.thresholds / np.maximum(self.norms(u), self._floor)
-        return u * shrink[..., self._column_group]
+        return u * self._shrink(u)[..., self._column_group]
 
     def theta_shrinkage(self, u: np.ndarray) -> np.ndarray:
         """The factors of :meth:`soft_threshold` for a whole theta = (beta, b), u of length
-        p + 1: 1 - t_g / max(||u_g||, t_g) on beta's columns, 1 on the unpenalised
-        intercept; u times them is (S(u_beta), u_b) bitwise (x 1.0 is exact)."""
+        p + 1, 1 on the unpenalised intercept: u times them is (S(u_beta), u_b) bitwise
+        (x 1.0 is exact)."""
         n_groups = len(self.thresholds)
         factors = np.empty(n_groups + 1)
         factors[n_groups] = 1.0
-        shrink = factors[:n_groups]
-        np.maximum(self.norms(u[:-1]), self._floor, out=shrink)
-        np.divide(self.thresholds, shrink, out=shrink)
-        np.subtract(1.0, shrink, out=shrink)
+        self._shrink(u[:-1], out=factors[:n_groups])
         return factors.take(self._theta_group)
 
 
