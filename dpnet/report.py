@@ -292,6 +292,8 @@ def build_report(
         "rounds": results[0].rounds,
         "resumed_from_round": results[0].start_round,
         "stop_reason": results[0].stop_reason,
+        # the same on every machine: they change c in the same rounds
+        "penalty": None if results[0].penalty is None else results[0].penalty.as_dict(),
         "objective": {"on_randomized_labels": noisy_objective},
         "data_layout": public.data_layout,
         "max_consensus_gap": float(np.abs(z_all - np.append(coef, intercept)).max()),

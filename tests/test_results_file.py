@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from scipy.linalg import svdvals
 
 from dpnet.run import main
 
@@ -24,3 +25,29 @@ def test_selected_groups_map_onto_coef_through_column_groups(tmp_path):
     coef, column_groups = np.array(results["coef"]), np.array(results["column_groups"])
     assert results["selected_groups"] == [2]
     assert np.all(coef[column_groups != 2] == 0) and np.all(coef[column_groups == 2] != 0)
+
+
+def test_the_penalty_block_is_the_start_by_hand_and_its_changes(tmp_path):
+    """``penalty``: the start c_0 = 0.105 sqrt(s) (mu_2/mu_J)^0.2 / (J sqrt(mu_2 mu_J)) with
+    s = sigma_max([X - mean, 1])^2 / n (scipy) and the 4-ring's mu_2 = 2, mu_J = 4; the final
+    c the start times the changes' factors; the same on the thread and simulated backends."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((1000, 5)) @ rng.standard_normal((5, 5)) + 3.0
+    y = np.where(X[:, 0] - X[:, 1] + rng.standard_normal(1000) > 0.0, 1.0, -1.0)
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    design = np.hstack([X - X.mean(axis=0), np.ones((1000, 1))])
+    curvature = svdvals(design)[0] ** 2 / 1000
+    start = 0.105 * np.sqrt(curvature) * 0.5**0.2 / (4 * np.sqrt(2.0 * 4.0))
+    argv = ["--data", str(tmp_path / "d.npz"), "--machines", "4", "--topology", "ring"]
+    argv += ["--test-fraction", "0", "--seed", "3", "--quiet"]
+    blocks = []
+    for backend in ("threads", "simulated"):
+        out = tmp_path / f"{backend}.json"
+        assert main([*argv, "--backend", backend, "--output", str(out)]) == 0
+        blocks.append(json.loads(out.read_text())["penalty"])
+    assert blocks[0] == blocks[1]
+    penalty = blocks[0]
+    assert penalty["start"] == float(f"{start:.3g}")
+    factors = [factor for _, factor in penalty["changes"]]
+    assert penalty["final"] == penalty["start"] * np.prod(factors)
+    assert factors and all(factor in (0.5, 2.0) for factor in factors)

@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import networkx as nx
 import numpy as np
@@ -160,6 +160,21 @@ class StepClock:
         self.last = now
 
 
+@dataclass(frozen=True)
+class PenaltyPath:
+    """The penalty c of a run, the same on every machine: its start (:func:`initial_penalty`),
+    its value at the end, and every change (round at whose end, factor)."""
+
+    start: float
+    final: float
+    changes: np.ndarray  # (k, 2), as LoopState.penalty_changes
+
+    def as_dict(self) -> dict[str, Any]:
+        """For the results file: start, final and the changes as [round, factor] pairs."""
+        changes = [[int(r), float(f)] for r, f in self.changes]
+        return {"start": self.start, "final": self.final, "changes": changes}
+
+
 @dataclass
 class MachineResult:
     """What one machine ends with; gathered to rank 0 for reporting."""
@@ -181,6 +196,7 @@ class MachineResult:
     startup_seconds: float | None = None  # the job's start to started_at (set by dpnet.run)
     host: str | None = None  # the machine's host name (set with startup_seconds)
     step_cpu_seconds: dict[str, float] | None = None  # ROUND_STEPS' CPU (None: not timed)
+    penalty: PenaltyPath | None = None  # None: a result not of the round loop (tests)
 
 
 def released_loss(
@@ -543,4 +559,5 @@ def run_machine(
         history=history,
         start_round=state.round,
         step_cpu_seconds=step_clock.seconds,
+        penalty=PenaltyPath(initial_penalty(config, graph), c, changes),
     )

@@ -99,6 +99,7 @@ def fit_private_shards(
             compute_cpu_seconds=cpu_seconds,
             started_at=fit.started_at,
             history=fit.history,
+            penalty=fit.penalty,
         )
         oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
         result = result_in_given_columns(result, shift)

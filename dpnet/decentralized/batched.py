@@ -52,6 +52,7 @@ from scipy.linalg.lapack import dpotrf, dpotri
 from dpnet.decentralized.admm import (
     NO_CHANGES,
     ADMMConfig,
+    PenaltyPath,
     ProgressRecord,
     initial_penalty,
     record_progress,
@@ -149,13 +150,21 @@ class BatchedResult:
     z: np.ndarray  # (J, dim)
     rounds: int
     stop_reason: str
-    c_final: float
-    n_adapted: int
+    penalty: PenaltyPath
     bytes_per_round: np.ndarray  # (J,)
     seconds: float
     started_at: float  # time.perf_counter() when the rounds began
     history: list[ProgressRecord] = field(default_factory=list)
     warm_start: WarmStart | None = None  # the last round that did not stop (see run_batched)
+
+    @property
+    def c_final(self) -> float:
+        return self.penalty.final
+
+    @property
+    def n_adapted(self) -> int:
+        """How often c changed."""
+        return len(self.penalty.changes)
 
     @property
     def consensus(self) -> np.ndarray:
@@ -628,7 +637,7 @@ def run_batched(
     history: list[ProgressRecord] = []
     stop_reason = "max_rounds"
     rounds = 0
-    c = initial_penalty(config, graph)
+    c = c_start = initial_penalty(config, graph)
     changes = NO_CHANGES
     kept = KeptMatrices.none(data)  # the round loop's ChordNewton anchors, all machines
     points = None if config.record is not None else StackedPoints.at(data, theta)
@@ -695,8 +704,7 @@ def run_batched(
         z=z,
         rounds=rounds,
         stop_reason=stop_reason,
-        c_final=c,
-        n_adapted=len(changes),
+        penalty=PenaltyPath(c_start, c, changes),
         bytes_per_round=bytes_per_round(edges.degree, dim),
         seconds=time.perf_counter() - started,
         started_at=started,
