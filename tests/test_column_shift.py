@@ -114,6 +114,15 @@ def test_wider_data_than_the_pooled_scatter_allows_has_no_curvature():
     assert pooled.curvature is None and np.array_equal(pooled.shift, np.ones(wide.shape[1]))
 
 
+def test_features_whose_scatter_overflows_have_no_curvature():
+    """Columns of 1e160 (the estimator takes any finite value): the scatter is inf, so the
+    curvature is unknown and the start the spectral one, not an eigensolver's error."""
+    huge = np.random.default_rng(0).standard_normal((20, 3)) * 1e160
+    with np.errstate(over="ignore", invalid="ignore"):
+        pooled = PublicColumns.pooled([ColumnMoments.of(huge)], 20)
+    assert pooled.curvature is None and np.isfinite(pooled.shift).all()
+
+
 def test_record_privacy_uses_the_columns_as_given():
     """Under record privacy the features are protected: no shift is computed from them, and a
     shard carrying one is refused at the boundary."""

@@ -61,7 +61,8 @@ class ColumnMoments:
 @dataclass(frozen=True)
 class PublicColumns:
     """The pooled facts of all training rows' features (module docstring): ``shift`` m, and
-    ``curvature`` lambda_max(X~^T X~) / n (None when any part has no scatter)."""
+    ``curvature`` lambda_max(X~^T X~) / n (None when any part has no scatter, or when the
+    scatter overflows: features beyond ~1e150)."""
 
     shift: np.ndarray
     curvature: float | None
@@ -83,8 +84,9 @@ class PublicColumns:
                 assert part.scatter is not None  # checked above
                 between = part.sums / part.rows - shift
                 scatter += part.scatter + part.rows * np.outer(between, between)
-            top = np.linalg.eigvalsh(scatter / n_total)[-1] if shift.size else 0.0
-            curvature = max(1.0, float(top))
+            if np.isfinite(scatter).all():  # else features near the float range: unknown
+                top = np.linalg.eigvalsh(scatter / n_total)[-1] if shift.size else 0.0
+                curvature = max(1.0, float(top))
         return cls(shift, curvature)
 
 
