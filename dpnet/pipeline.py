@@ -168,7 +168,7 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
     assert own is not None
     # label privacy: the column moments for the fit's shift and start (the features are
     # public there)
-    moments = ColumnMoments.of(own.X) if centres_columns(config.privacy) else None
+    moments = ColumnMoments.of(own.X, world.size) if centres_columns(config.privacy) else None
     metas = world.allgather((own.n_samples, own.groups.tolist(), moments))
     try:
         check_own_shards(config, [m[:2] for m in metas])

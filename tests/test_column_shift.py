@@ -19,7 +19,12 @@ from scipy.linalg import svdvals
 
 from dpnet.config import parse_config
 from dpnet.decentralized.boundary import RawShard, cross_boundary
-from dpnet.decentralized.columns import CURVATURE_MAX_COLUMNS, ColumnMoments, PublicColumns
+from dpnet.decentralized.columns import (
+    POOLED_SCATTER_ENTRIES,
+    ColumnMoments,
+    PublicColumns,
+    public_columns,
+)
 from dpnet.decentralized.machine import in_given_columns
 from dpnet.errors import PrivacyError
 from dpnet.run import main
@@ -75,9 +80,9 @@ def test_the_shift_is_the_mean_and_the_model_is_the_same():
     rng = np.random.default_rng(0)
     parts = [rng.standard_normal((n, 4)) + 50.0 for n in ROWS]
     X = np.vstack(parts)
-    shift = PublicColumns.pooled([ColumnMoments.of(part) for part in parts], len(X)).shift
+    shift = PublicColumns.pooled([ColumnMoments.of(part, 3) for part in parts], len(X)).shift
     np.testing.assert_allclose(shift, X.mean(axis=0), rtol=1e-14)
-    fortran = [ColumnMoments.of(np.asfortranarray(p)) for p in parts]
+    fortran = [ColumnMoments.of(np.asfortranarray(p), 3) for p in parts]
     assert np.array_equal(shift, PublicColumns.pooled(fortran, len(X)).shift)
     theta_c = rng.standard_normal(5)
     theta = in_given_columns(theta_c, shift)
@@ -95,23 +100,30 @@ def test_the_curvature_is_the_designs_largest_eigenvalue_over_n():
     mixing = rng.standard_normal((5, 5))
     parts = [rng.standard_normal((n, 5)) @ mixing + 1e8 for n in ROWS]
     X = np.vstack(parts)
-    pooled = PublicColumns.pooled([ColumnMoments.of(part) for part in parts], len(X))
+    pooled = PublicColumns.pooled([ColumnMoments.of(part, 3) for part in parts], len(X))
     design = np.hstack([X - X.mean(axis=0), np.ones((len(X), 1))])
     reference = svdvals(design)[0] ** 2 / len(X)
     assert reference > 2.0  # the centred columns', not the ones column's eigenvalue 1
     assert pooled.curvature == pytest.approx(reference, rel=1e-9)
     # centred 0/1 columns have variance <= 1/4: the ones column's eigenvalue, 1, is the largest
     binary = [(rng.random((n, 8)) < 0.3).astype(float) for n in ROWS]
-    parts_01 = [ColumnMoments.of(part) for part in binary]
+    parts_01 = [ColumnMoments.of(part, 3) for part in binary]
     assert PublicColumns.pooled(parts_01, sum(ROWS)).curvature == 1.0
 
 
-def test_wider_data_than_the_pooled_scatter_allows_has_no_curvature():
-    wide = np.ones((2, CURVATURE_MAX_COLUMNS + 1))
-    moments = ColumnMoments.of(wide)
-    assert moments.scatter is None
-    pooled = PublicColumns.pooled([moments, ColumnMoments.of(wide)], 4)
-    assert pooled.curvature is None and np.array_equal(pooled.shift, np.ones(wide.shape[1]))
+def test_more_scatter_than_the_machines_may_pool_has_no_curvature():
+    """J p^2 above POOLED_SCATTER_ENTRIES (every machine would receive all J scatters): no
+    scatter is formed, the curvature is unknown, whichever layout holds the rows."""
+    machines = 2**13
+    columns = 1 + int(np.sqrt(POOLED_SCATTER_ENTRIES / machines))  # just above the cap
+    rows = [np.full((1, columns), float(j)) for j in range(machines)]
+    assert ColumnMoments.of(rows[0], machines).scatter is None
+    assert ColumnMoments.of(rows[0][:, :-1], machines).scatter is not None  # at the cap
+    pooled = PublicColumns.pooled([ColumnMoments.of(x, machines) for x in rows], machines)
+    assert pooled.curvature is None
+    np.testing.assert_allclose(pooled.shift, (machines - 1) / 2)
+    in_process = public_columns("label", rows, machines)  # the simulator's and estimator's
+    assert in_process is not None and in_process.curvature is None
 
 
 def test_features_whose_scatter_overflows_have_no_curvature():
@@ -119,7 +131,7 @@ def test_features_whose_scatter_overflows_have_no_curvature():
     curvature is unknown and the start the spectral one, not an eigensolver's error."""
     huge = np.random.default_rng(0).standard_normal((20, 3)) * 1e160
     with np.errstate(over="ignore", invalid="ignore"):
-        pooled = PublicColumns.pooled([ColumnMoments.of(huge)], 20)
+        pooled = PublicColumns.pooled([ColumnMoments.of(huge, 1)], 20)
     assert pooled.curvature is None and np.isfinite(pooled.shift).all()
 
 

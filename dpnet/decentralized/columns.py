@@ -19,9 +19,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CURVATURE_MAX_COLUMNS = 2048
-"""Widest data whose curvature is pooled: each machine sends its p x p scatter (32 MB at
-p = 2,048); wider data starts from the spectral penalty (``curvature`` None)."""
+POOLED_SCATTER_ENTRIES = 2**25
+"""The most scatter entries J p^2 the machines pool (256 MiB that each machine receives when
+every machine sends its p x p scatter: p = 48 up to J = 14,563, p = 2,048 up to J = 8);
+beyond, the curvature is unknown and the start the spectral one, whichever layout holds the
+rows."""
+
+
+def pools_curvature(n_machines: int, n_columns: int) -> bool:
+    """Whether J machines with ``n_columns`` columns pool their scatters
+    (:data:`POOLED_SCATTER_ENTRIES`)."""
+    return n_machines * n_columns**2 <= POOLED_SCATTER_ENTRIES
 
 
 def centres_columns(privacy: str) -> bool:
@@ -41,18 +49,18 @@ def column_sums(X: np.ndarray) -> np.ndarray:
 class ColumnMoments:
     """One machine's part of :class:`PublicColumns`: its row count n_j, its column sums and
     the scatter of its rows about their own mean m_j, S_j = (X_j - 1 m_j^T)^T (X_j - 1 m_j^T)
-    (None for data wider than ``CURVATURE_MAX_COLUMNS``)."""
+    (None beyond :func:`pools_curvature`)."""
 
     rows: int
     sums: np.ndarray
     scatter: np.ndarray | None
 
     @classmethod
-    def of(cls, X: np.ndarray) -> ColumnMoments:
-        """The moments of one machine's rows ``X`` (at least one row)."""
+    def of(cls, X: np.ndarray, n_machines: int) -> ColumnMoments:
+        """The moments of one machine's rows ``X`` (at least one row), one of ``n_machines``."""
         sums = column_sums(X)
         scatter = None
-        if X.shape[1] <= CURVATURE_MAX_COLUMNS:
+        if pools_curvature(n_machines, X.shape[1]):
             deviations = X - sums / X.shape[0]
             scatter = deviations.T @ deviations
         return cls(X.shape[0], sums, scatter)
@@ -95,4 +103,4 @@ def public_columns(privacy: str, rows: Sequence[np.ndarray], n_total: int) -> Pu
     when :func:`centres_columns`, else None."""
     if not centres_columns(privacy):
         return None
-    return PublicColumns.pooled([ColumnMoments.of(x) for x in rows], n_total)
+    return PublicColumns.pooled([ColumnMoments.of(x, len(rows)) for x in rows], n_total)
