@@ -93,7 +93,7 @@ class PublicColumns:
                 between = part.sums / part.rows - shift
                 scatter += part.scatter + part.rows * np.outer(between, between)
             if np.isfinite(scatter).all():  # else features near the float range: unknown
-                top = np.linalg.eigvalsh(scatter / n_total)[-1] if shift.size else 0.0
+                top = np.linalg.eigvalsh(scatter / n_total)[-1]
                 curvature = max(1.0, float(top))
         return cls(shift, curvature)
 
