@@ -111,6 +111,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
 
     Learned: ``classes_``, ``backend_``, ``n_features_in_``, ``coef_``, ``intercept_``,
     ``machine_coefs_`` ((J, p+1): each machine's Z), ``n_iter_`` (rounds), ``stop_reason_``,
+    ``penalty_`` (the ADMM penalty c: ``start``, ``final``, ``changes`` as [round, factor]),
     ``selected_groups_``, ``objective_`` (on the randomized labels; NaN under record privacy:
     not released), ``privacy_`` (the budget, the ledger), ``traffic_`` (bytes per message, per
     machine and round).
@@ -321,6 +322,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         self.machine_coefs_ = np.stack([r.result.z for r in releases])
         self.n_iter_ = int(releases[0].result.rounds)
         self.stop_reason_ = str(releases[0].result.stop_reason)
+        penalty = releases[0].result.penalty
+        assert penalty is not None  # both backends record the penalty's path
+        self.penalty_ = penalty.as_dict()
         if self.stop_reason_ != "converged" and not record:  # record: the rounds are the budget
             warnings.warn(
                 f"stopped on {self.stop_reason_} after {self.n_iter_} rounds, not converged to "

@@ -155,3 +155,27 @@ def test_complete_graph_rounds_do_not_grow_with_the_degree():
         shards, groups, f_star = _problem(n_mach, n)
         rounds[n_mach] = _rounds_to_gap(n_mach, shards, groups, f_star, 1e-6)
     assert rounds[20] <= 1.5 * rounds[10], rounds
+
+
+def test_the_estimator_reports_its_penalty_from_the_features_curvature():
+    """``penalty_``: on a complete graph of 4 (mu_2 = mu_J = 4) the start is
+    0.105 sqrt(s) / 16, s = sigma_max([X - mean, 1])^2 / n (scipy), the same with either
+    backend; a given c is the start."""
+    from scipy.linalg import svdvals
+
+    from dpnet.estimators import DecentralizedGroupLassoLogistic
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((400, 4)) @ rng.standard_normal((4, 4)) + 5.0
+    y = (X[:, 0] - X[:, 2] + rng.standard_normal(400) > 0).astype(int)
+    s = svdvals(np.hstack([X - X.mean(axis=0), np.ones((400, 1))]))[0] ** 2 / 400
+    fits = [
+        DecentralizedGroupLassoLogistic(
+            n_machines=4, topology="complete", backend=backend, random_state=0
+        ).fit(X, y)
+        for backend in ("simulated", "threads")
+    ]
+    assert fits[0].penalty_ == fits[1].penalty_
+    assert fits[0].penalty_["start"] == float(f"{0.105 * math.sqrt(s) / 16:.3g}")
+    given = DecentralizedGroupLassoLogistic(n_machines=4, c=0.07, random_state=0).fit(X, y)
+    assert given.penalty_["start"] == 0.07
