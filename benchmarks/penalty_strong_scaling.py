@@ -59,7 +59,13 @@ from benchmarks.common import (
 )
 from benchmarks.scaling import job_argv
 from dpnet.config import parse_config
-from dpnet.decentralized.admm import PENALTY_SCALE, ADMMConfig, initial_penalty
+from dpnet.decentralized.admm import (
+    CURVATURE_PENALTY_SCALE,
+    PENALTY_SCALE,
+    ADMMConfig,
+    initial_penalty,
+)
+from dpnet.decentralized.columns import ColumnMoments, PublicColumns
 from dpnet.network.topology import build_topology, laplacian_extremes
 from dpnet.setup import prepare_problem
 
@@ -116,8 +122,8 @@ class Curvature:
     centred binary or one-hot data, whose largest eigenvalue is the ones column's);
     ``gram_mean``: trace(X~^T X~) / (n (p + 1)) (the mean eigenvalue, 1 + the mean squared
     centred entry over p + 1); ``centred_max``: lambda_max of the centred columns' Gram / n
-    (no ones column). A machine could compute them from an all-gather of its (p+1)^2 Gram of
-    the uncentred columns and its column sums (Sigma (x - m)(x - m)^T = Sigma x x^T - n m m^T)."""
+    (no ones column). ``gram_max`` is the job's ``columns.PublicColumns.curvature`` (every
+    machine pools it at set-up since 2026-12-03)."""
 
     gram_max: float
     gram_mean: float
@@ -129,14 +135,16 @@ class Curvature:
         n = X.shape[0]
         aug = np.hstack([X - X.mean(axis=0), np.ones((n, 1))])
         gram = aug.T @ aug / n
+        pooled = PublicColumns.pooled([ColumnMoments.of(X, 1)], n).curvature
+        assert pooled is not None  # one machine's p^2 is within the pooled cap
         return cls(
-            float(np.linalg.eigvalsh(gram)[-1]),
+            pooled,
             float(np.trace(gram) / gram.shape[0]),
             float(np.linalg.eigvalsh(gram[:-1, :-1])[-1]),
         )
 
 
-HALF = PENALTY_SCALE / 2  # kappa' of the curvature rules: x 1/2 of the start on MEMset
+HALF = CURVATURE_PENALTY_SCALE  # kappa' of the curvature rules: x 1/2 of the start on MEMset
 
 # name -> c_0 from the graph and the features' public curvature (every rule is rounded to 3
 # significant digits before use)
@@ -163,9 +171,8 @@ RULES: dict[str, Callable[[nx.Graph, Curvature], float]] = {
         HALF * math.sqrt(k.gram_max) * spectral_ratio(g) ** 0.1 / spectral(g)
     ),
     # sqrtL x (mu_2 / mu_J)^0.2: x 0.48 of sqrtL on the 20-ring, x 0.17 on the 256-ring
-    "sqrtL-spec0.2": lambda g, k: (
-        HALF * math.sqrt(k.gram_max) * spectral_ratio(g) ** 0.2 / spectral(g)
-    ),
+    # (the default under label privacy since 2026-12-03: the job's own formula)
+    "sqrtL-spec0.2": lambda g, k: initial_penalty(ADMMConfig(feature_curvature=k.gram_max), g),
 }
 
 

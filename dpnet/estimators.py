@@ -258,20 +258,6 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         default_rounds = DEFAULT_ROUNDS if record else _ADMM.max_rounds
         rounds = default_rounds if self.max_rounds is None else self.max_rounds
         noise = self._record_noise(rounds, seed)
-        parts = split_rows(X.shape[0], self.n_machines)
-        rows = [X[i] for i in parts]  # each machine's, once
-        # label privacy: the machines fit the columns centred (PrivateShard.columns)
-        columns = public_columns(self.privacy, rows, len(X))
-        admm = ADMMConfig(
-            lam=self.lam,
-            c=self.c,
-            adapt_c=self.adapt_c and noise is None,  # residual balancing chases the noise
-            tol=self.tol,
-            max_rounds=rounds,
-            theta_solver=self.theta_solver,
-            record=noise,
-            feature_curvature=None if columns is None else columns.curvature,
-        )
         self.backend_ = self.backend
         if self.backend == "auto":  # the simulator runs the Newton theta step only
             self.backend_ = "simulated" if self.theta_solver == "newton" else "threads"
@@ -288,6 +274,21 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             self.accountant,
             *((self.epsilon, self.delta) if record else (label_epsilon, 0.0)),
             label=f"{type(self).__name__}.fit",
+        )
+        # the data's work only once the fit is allowed (settings checked, budget charged)
+        parts = split_rows(X.shape[0], self.n_machines)
+        rows = [X[i] for i in parts]  # each machine's, once
+        # label privacy: the machines fit the columns centred (PrivateShard.columns)
+        columns = public_columns(self.privacy, rows, len(X))
+        admm = ADMMConfig(
+            lam=self.lam,
+            c=self.c,
+            adapt_c=self.adapt_c and noise is None,  # residual balancing chases the noise
+            tol=self.tol,
+            max_rounds=rounds,
+            theta_solver=self.theta_solver,
+            record=noise,
+            feature_curvature=None if columns is None else columns.curvature,
         )
         shards = [
             RawShard(x, y_pm1[i], X.shape[0], group_labels, weights, columns)
