@@ -43,11 +43,20 @@ def _count_forms(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize("loss", [Logistic(), UnbiasedLogistic(0.75)])
 def test_every_round_reaches_the_newton_solution(loss, monkeypatch) -> None:  # noqa: ANN001
     """Same tolerance as Newton, fewer matrices: over 20 drifting rounds the chord steps end
-    where the Newton steps do (gradient norm <= 1e-12 each), forming a handful of matrices
-    where Newton forms one or more per round."""
+    where the Newton steps do (gradient norm <= 1e-12 each), forming under a third of the
+    matrices Newton forms (two or more per round; measured 14 against 49: at this tolerance
+    most solves take more than CHORD_STEPS steps)."""
     X, y, inputs = _rounds(400, 12, 20)
     data = LocalData(X, y, 1600, loss)
     forms = _count_forms(monkeypatch)
+    newton_forms = [0]
+    direction = steps.newton_direction
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        newton_forms[0] += 1
+        return direction(*args, **kwargs)
+
+    monkeypatch.setattr(steps, "newton_direction", counted)
     chord, theta_c, theta_n, c = ChordNewton(data, None), np.zeros(13), np.zeros(13), 0.05
     for z_nbhd, v_in in inputs:
         theta_c, loss_c, _ = chord(z_nbhd, v_in, theta_c, c)
@@ -55,7 +64,7 @@ def test_every_round_reaches_the_newton_solution(loss, monkeypatch) -> None:  # 
         assert np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta_c, c)) <= 1e-11
         assert np.abs(theta_c - theta_n).max() <= 1e-10
         assert loss_c == pytest.approx(loss.value(y * (X @ theta_c)).sum() / 1600, rel=1e-13)
-    assert forms[0] <= 6
+    assert 3 * forms[0] < newton_forms[0]
 
 
 def test_a_new_penalty_forms_a_new_matrix() -> None:
@@ -103,7 +112,8 @@ def test_a_non_finite_matrix_gives_a_non_finite_step() -> None:
     assert not np.isfinite(theta).all()
 
 
-def test_the_contraction_threshold_is_the_one_the_simulator_reads() -> None:
+def test_the_refresh_rule_is_the_one_the_simulator_reads() -> None:
     from dpnet.decentralized import batched
 
     assert batched.CHORD_CONTRACTION is steps.CHORD_CONTRACTION
+    assert batched.CHORD_STEPS is steps.CHORD_STEPS

@@ -62,6 +62,7 @@ from dpnet.decentralized.record import CERTIFY_ATTEMPTS, RecordNoise, release_al
 from dpnet.decentralized.steps import (
     ARMIJO_FRACTION,
     CHORD_CONTRACTION,
+    CHORD_STEPS,
     FLAT_SLOPE,
     NEWTON_MAX_ITER,
     NEWTON_TOL,
@@ -407,11 +408,12 @@ def theta_update_newton_batched(
     Newton method of ``theta_step_newton`` (dense system), each machine masked out of the
     stack as soon as its own iteration stops, so it follows exactly its own sequence; with
     ``kept`` (updated in place), the steps of ``ChordNewton``: a machine forms H_j anew only
-    without a kept one of its rho_j, or when a step on it shrank its gradient norm by less
-    than CHORD_CONTRACTION. ``tol``: one gradient tolerance, or one per machine; a machine
-    whose gradient at ``theta_prev`` times ``relative`` is larger stops there instead.
-    ``points``: the :class:`StackedPoints` of ``theta_prev`` (computed if None), updated in
-    place to those of the result.
+    without a kept one of its rho_j, when a step on it shrank its gradient norm by less
+    than CHORD_CONTRACTION, or after CHORD_STEPS steps on it in this solve. ``tol``: one
+    gradient tolerance, or one per machine; a machine whose gradient at ``theta_prev``
+    times ``relative`` is larger stops there instead. ``points``: the
+    :class:`StackedPoints` of ``theta_prev`` (computed if None), updated in place to those
+    of the result.
     Returns (theta, each machine's gradient norm at its theta: ``ThetaSolve.gradient_norm``).
 
     H_j = X~_j^T diag(l''/n) X~_j + rho_j I; Armijo: f(theta - t s) <= f - 1e-4 t g^T s,
@@ -427,6 +429,7 @@ def theta_update_newton_batched(
     if points is None:
         points = StackedPoints.at(data, theta_prev)
     last_norm = np.full(n_mach, np.inf)  # before the last step on a kept matrix
+    kept_steps = np.zeros(n_mach, dtype=np.int64)  # steps on the kept matrix in this solve
 
     def proximal(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
         rows = _rows(idx, n_mach)
@@ -456,6 +459,7 @@ def theta_update_newton_batched(
             ~kept.chords[active]
             | ~kept.kept[active]
             | (norm > CHORD_CONTRACTION * last_norm[active])
+            | (kept_steps[active] >= CHORD_STEPS)
         )
         new = active[form]
         if new.size:  # H = S^T S + rho I, S = D^(1/2) X~ (as ChordNewton forms it)
@@ -471,8 +475,9 @@ def theta_update_newton_batched(
                 hess[:, diag, diag] += rho[off, None]
                 kept.hess[off] = hess
             kept.rho[new], kept.kept[new] = rho[new], True
-        last_norm[new] = np.inf
+        last_norm[new], kept_steps[new] = np.inf, 0
         last_norm[active[~form]] = norm[~form]
+        kept_steps[active[~form]] += 1
         chords = kept.chords[active]
         if chords.all():
             step = _stack_matvec(kept.inverse, active, grad)

@@ -342,9 +342,13 @@ def theta_step_newton(
     return ThetaSolve(end.theta, end.loss_value, norm)
 
 
-CHORD_CONTRACTION = 0.25
+CHORD_CONTRACTION = 0.1
 """A step on a kept Newton matrix must shrink the gradient norm at least this much, or the
 matrix is formed anew at the current iterate (:class:`ChordNewton`)."""
+CHORD_STEPS = 2
+"""A kept Newton matrix serves at most this many steps of one theta step; a further step
+forms it anew (:class:`ChordNewton`). Both measured in docs/algorithms.md ("The Newton matrix
+is kept")."""
 
 
 @dataclass
@@ -372,14 +376,15 @@ class ChordNewton:
     r"""The theta step by Newton iterations on a kept matrix (a chord / Shamanskii method):
     the step is H(theta_a)^{-1} grad(theta) with H formed at an anchor theta_a from an earlier
     iteration or round, and formed anew at the current iterate when rho = c d_j changed, when
-    there is none, or when a step on the kept one shrank the gradient norm less than
-    :data:`CHORD_CONTRACTION`. Between rounds theta moves little, so most rounds form no
-    matrix: an iteration costs two products with X~ and a triangular solve instead of
-    X~^T D X~ (n_j (p+1)^2) and its factorization. Every step is a descent step (H is
-    positive definite) under the same Armijo search, and the step stops at the same
-    gradient norm as :func:`theta_step_newton`: the same solution to ``tol``. Dense systems
-    only (tall shards). The anchor is part of the loop state (a resumed run goes on
-    bitwise): the matrix is always formed from theta_a's own margins.
+    there is none, when a step on the kept one shrank the gradient norm less than
+    :data:`CHORD_CONTRACTION`, or after :data:`CHORD_STEPS` steps on it in this theta step
+    (a matrix that needs more will need them again next round). Between rounds theta moves
+    little, so most rounds form no matrix: an iteration costs two products with X~ and a
+    triangular solve instead of X~^T D X~ (n_j (p+1)^2) and its factorization. Every step
+    is a descent step (H is positive definite) under the same Armijo search, and the step
+    stops at the same gradient norm as :func:`theta_step_newton`: the same solution to
+    ``tol``. Dense systems only (tall shards). The anchor is part of the loop state (a
+    resumed run goes on bitwise): the matrix is always formed from theta_a's own margins.
 
     The solve's last point is kept (:class:`DescentPoint`): the next round starts from the
     same theta, so its loss and derivatives there are not computed again (their margins are
@@ -416,15 +421,21 @@ class ChordNewton:
         rho = c * z_nbhd.shape[0]
         if self.anchor is not None and self.anchor.rho != rho:
             self.anchor = None
-        last_norm = [math.inf]  # the gradient norm before the last step on a kept matrix
+        # the gradient norm before the last step on a kept matrix, and the steps on it so far
+        last_norm, kept_steps = [math.inf], [0]
 
         def chord(point: DescentPoint, grad: np.ndarray, norm: float) -> tuple[np.ndarray, bool]:
-            fresh = self.anchor is None or norm > CHORD_CONTRACTION * last_norm[0]
+            fresh = (
+                self.anchor is None
+                or norm > CHORD_CONTRACTION * last_norm[0]
+                or kept_steps[0] >= CHORD_STEPS
+            )
             if fresh:
                 self.anchor = self._form(point.theta, rho)
-                last_norm[0] = math.inf  # a fresh matrix: its step is a Newton step
+                last_norm[0], kept_steps[0] = math.inf, 0  # a fresh matrix: a Newton step
             else:
                 last_norm[0] = norm
+                kept_steps[0] += 1
             assert self.anchor is not None
             if self.anchor.factor is None:  # resumed: the cache is rebuilt from theta_a
                 self.anchor = self._form(self.anchor.theta, rho)
