@@ -12,7 +12,7 @@ from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.machine import LOSSES
-from dpnet.decentralized.record import DEFAULT_DELTA
+from dpnet.decentralized.record import DEFAULT_DELTA, RECORD_RELAXATION
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
 from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
@@ -194,10 +194,11 @@ class RunConfig:
         action="store_false",
     )
     alpha_z: float = _opt(_ADMM.alpha_z, "Z step size (1 = exact prox)", MODEL, type=float)
-    relaxation: float = _opt(
-        _ADMM.relaxation,
+    relaxation: float | None = _opt(
+        None,
         "over-relaxation alpha in (0, 2) of the Z's in the theta and dual steps (1 = plain "
-        "ADMM; docs/algorithms.md)",
+        f"ADMM; default {_ADMM.relaxation}, {RECORD_RELAXATION} under --privacy record; "
+        "docs/algorithms.md)",
         MODEL,
         type=float,
     )
@@ -332,6 +333,13 @@ class RunConfig:
         return DEFAULT_RECORD_ROUNDS if self.privacy == "record" else _ADMM.max_rounds
 
     @property
+    def over_relaxation(self) -> float:
+        """--relaxation, or its default for the privacy mode."""
+        if self.relaxation is not None:
+            return self.relaxation
+        return RECORD_RELAXATION if self.privacy == "record" else _ADMM.relaxation
+
+    @property
     def record_delta(self) -> float:
         return DEFAULT_DELTA if self.delta is None else self.delta
 
@@ -387,7 +395,7 @@ class RunConfig:
             ),
             (0 < self.alpha_z <= 1, f"--alpha-z must lie in (0, 1], got {self.alpha_z}"),
             (
-                0 < self.relaxation < 2,
+                0 < self.over_relaxation < 2,
                 f"--relaxation must lie in (0, 2), got {self.relaxation}",
             ),
             (self.rounds >= 1, f"--max-rounds must be >= 1, got {self.max_rounds}"),

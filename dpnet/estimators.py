@@ -33,7 +33,12 @@ from dpnet.decentralized.machine import (
     privacy_ledger,
     run_private_machine,
 )
-from dpnet.decentralized.record import DEFAULT_DELTA, DEFAULT_ROUNDS, RecordNoise
+from dpnet.decentralized.record import (
+    DEFAULT_DELTA,
+    DEFAULT_ROUNDS,
+    RECORD_RELAXATION,
+    RecordNoise,
+)
 from dpnet.errors import ConfigError
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import (
@@ -284,6 +289,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             lam=self.lam,
             c=self.c,
             adapt_c=self.adapt_c and noise is None,  # residual balancing chases the noise
+            relaxation=RECORD_RELAXATION if record else _ADMM.relaxation,
             tol=self.tol,
             max_rounds=rounds,
             theta_solver=self.theta_solver,

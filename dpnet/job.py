@@ -46,7 +46,7 @@ def admm_config(config: RunConfig, columns: PublicColumns | None) -> ADMMConfig:
         c=config.c,
         adapt_c=config.adapt_c and config.privacy != "record",  # off: it chases the noise
         alpha_z=config.alpha_z,
-        relaxation=config.relaxation,
+        relaxation=config.over_relaxation,
         theta_solver=config.theta_solver,
         theta_rtol=config.theta_rtol,
         beta_steps=config.beta_steps,

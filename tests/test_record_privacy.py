@@ -337,6 +337,39 @@ def test_the_starting_penalty_grows_with_the_noise_up_to_three_times() -> None:
     assert initial_penalty(ADMMConfig(c=0.7, record=RecordNoise(60.0, R)), graph) == 0.7
 
 
+def test_over_relaxation_defaults_to_the_value_measured_for_each_mode(monkeypatch) -> None:
+    """Record privacy keeps alpha = 1.5, where its defaults were measured (docs/privacy.md);
+    label privacy takes ADMMConfig's; --relaxation wins in either, on the CLI and in the
+    estimator alike."""
+    from dpnet import estimators
+    from dpnet.config import parse_config
+    from dpnet.decentralized.record import RECORD_RELAXATION
+    from dpnet.job import admm_config
+
+    record = ["--privacy", "record", "--epsilon", "1", "--row-bound", "3"]
+    assert RECORD_RELAXATION == 1.5 != ADMMConfig().relaxation
+    assert admm_config(parse_config([]), None).relaxation == ADMMConfig().relaxation
+    assert admm_config(parse_config(record), None).relaxation == RECORD_RELAXATION
+    assert admm_config(parse_config([*record, "--relaxation", "1.2"]), None).relaxation == 1.2
+    with pytest.raises(ConfigError, match="relaxation"):
+        parse_config(["--relaxation", "2"])
+    made: list[ADMMConfig] = []
+
+    def kept(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        made.append(ADMMConfig(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(estimators, "ADMMConfig", kept)
+    X = np.random.default_rng(0).standard_normal((80, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    for privacy, alpha in (("label", ADMMConfig().relaxation), ("record", RECORD_RELAXATION)):
+        extra = {"epsilon": 1.0, "row_bound": 3.0} if privacy == "record" else {}
+        estimators.DecentralizedGroupLassoLogistic(
+            privacy=privacy, n_machines=2, max_rounds=3, **extra
+        ).fit(X, y)
+        assert made[-1].relaxation == alpha
+
+
 def test_the_estimator_is_record_private_on_both_backends() -> None:
     """privacy='record' from Python: the same noisy fit on the simulator and on threads (each
     machine's own streams), 100 rounds by default, the budget in privacy_ and the ledger, the

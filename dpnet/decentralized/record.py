@@ -44,6 +44,9 @@ from dpnet.errors import ConfigError, PrivacyError
 
 DEFAULT_ROUNDS = 100  # the rounds the budget is spread over (measured: penalty_factor)
 DEFAULT_DELTA = 1e-5
+RECORD_RELAXATION = 1.5
+"""Over-relaxation under record privacy, where it was measured (docs/privacy.md, "Defaults,
+measured"); label privacy's default is ``ADMMConfig.relaxation``."""
 SOLVE_FRACTION = 1e-6  # solver tolerance tau as a fraction of the exact sensitivity's numerator
 PENALTY_NOISE_SCALE = 12.0  # penalty_factor: s at which the start begins to grow with the noise
 PENALTY_FACTOR_MAX = 3.0
