@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 from dpnet import __version__
 from dpnet.data.labels import LabelDomain
-from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig
+from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.machine import LOSSES
 from dpnet.decentralized.record import DEFAULT_DELTA, RECORD_RELAXATION
@@ -330,14 +330,14 @@ class RunConfig:
         """--max-rounds, or its default for the privacy mode."""
         if self.max_rounds is not None:
             return self.max_rounds
-        return DEFAULT_RECORD_ROUNDS if self.privacy == "record" else _ADMM.max_rounds
+        return mode_defaults(self.privacy == "record")[0]
 
     @property
     def over_relaxation(self) -> float:
         """--relaxation, or its default for the privacy mode."""
         if self.relaxation is not None:
             return self.relaxation
-        return RECORD_RELAXATION if self.privacy == "record" else _ADMM.relaxation
+        return mode_defaults(self.privacy == "record")[1]
 
     @property
     def record_delta(self) -> float:

@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet import streams
 from dpnet.data.partition import split_rows
-from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig
+from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
 from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import public_columns
@@ -33,12 +33,7 @@ from dpnet.decentralized.machine import (
     privacy_ledger,
     run_private_machine,
 )
-from dpnet.decentralized.record import (
-    DEFAULT_DELTA,
-    DEFAULT_ROUNDS,
-    RECORD_RELAXATION,
-    RecordNoise,
-)
+from dpnet.decentralized.record import DEFAULT_DELTA, RecordNoise
 from dpnet.errors import ConfigError
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import (
@@ -260,7 +255,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         keep_prob = self._keep_prob()
         seed = streams.check_seed(self.random_state, "random_state")
         record = self.privacy == "record"
-        default_rounds = DEFAULT_ROUNDS if record else _ADMM.max_rounds
+        default_rounds, relaxation = mode_defaults(record)
         rounds = default_rounds if self.max_rounds is None else self.max_rounds
         noise = self._record_noise(rounds, seed)
         self.backend_ = self.backend
@@ -289,7 +284,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             lam=self.lam,
             c=self.c,
             adapt_c=self.adapt_c and noise is None,  # residual balancing chases the noise
-            relaxation=RECORD_RELAXATION if record else _ADMM.relaxation,
+            relaxation=relaxation,
             tol=self.tol,
             max_rounds=rounds,
             theta_solver=self.theta_solver,

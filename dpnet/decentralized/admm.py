@@ -20,7 +20,13 @@ from typing import Any, TypedDict
 import networkx as nx
 import numpy as np
 
-from dpnet.decentralized.record import RecordNoise, penalty_factor, private_theta_step
+from dpnet.decentralized.record import (
+    DEFAULT_ROUNDS,
+    RECORD_RELAXATION,
+    RecordNoise,
+    penalty_factor,
+    private_theta_step,
+)
 from dpnet.decentralized.steps import (
     THETA_RTOL,
     ChordNewton,
@@ -99,6 +105,16 @@ class ADMMConfig:
     # fault tests only (no option sets them; tests/fault_entry.py for a launched job):
     fail_at: tuple[int, int] | None = None  # (rank, round): raise there
     stall_at: tuple[int, int] | None = None  # (rank, round): go silent there
+
+
+def mode_defaults(record: bool) -> tuple[int, float]:
+    """(max_rounds, relaxation) by default in a privacy mode: under record privacy the ones its
+    noise is spread over and its defaults were measured with (``record.DEFAULT_ROUNDS``,
+    ``record.RECORD_RELAXATION``), else :class:`ADMMConfig`'s. The CLI and the estimator both
+    take them from here."""
+    if record:
+        return DEFAULT_ROUNDS, RECORD_RELAXATION
+    return ADMMConfig.max_rounds, ADMMConfig.relaxation
 
 
 @dataclass

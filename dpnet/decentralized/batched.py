@@ -476,8 +476,9 @@ def theta_update_newton_batched(
                 kept.hess[off] = hess
             kept.rho[new], kept.kept[new] = rho[new], True
         last_norm[new], kept_steps[new] = np.inf, 0
-        last_norm[active[~form]] = norm[~form]
-        kept_steps[active[~form]] += 1
+        on_kept = active[~form]
+        last_norm[on_kept] = norm[~form]
+        kept_steps[on_kept] += 1
         chords = kept.chords[active]
         if chords.all():
             step = _stack_matvec(kept.inverse, active, grad)
