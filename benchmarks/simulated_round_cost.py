@@ -27,9 +27,10 @@ all shards, median CPU time, in the same process.
 Memory floor (the second yardstick): a product with the whole (J, n, d) stack reads J n d
 floats (39 MB at J = 1,000) for 2 J n d flops and is bandwidth-bound, so the flop yardstick
 understates what stacked numpy products can reach. Timed in the same process, one pass over
-the whole stack each (CPU time): the step solve (J, d, d) @ (J, d, 1) on a stack of
-inverse Newton matrices, X~ s (J, n, d) @ (J, d, 1) and the left product (J, 1, n) @ (J, n, d);
-each alone, again and again (the fastest pass, as warm as the caches keep the stack: the
+the whole stack each (CPU time), by the simulator's own stacked products
+(:func:`batched.matvecs`, :func:`batched.vecmats`): the step solve K_j g_j on a (J, d, d)
+stack of inverse Newton matrices, X~_j s_j on the (J, n, d) stack and the left product
+X~_j^T w_j; each alone, again and again (the fastest pass, as warm as the caches keep the stack: the
 floor), and the three in turn as an iteration runs them (interleaved, median). The floor is
 the round's counted work at these times, a machine's share of a pass per product:
 (steps x (solve + X~ s) + gradients x left) / J. Writes benchmarks/out/simulated_round_cost.csv.
@@ -157,11 +158,11 @@ def pass_times(data: StackedShards, repeats: int) -> dict[str, float]:
     n_mach, n_rows, dim = data.X.shape
     rng = np.random.default_rng(0)
     inverses = rng.standard_normal((n_mach, dim, dim))
-    step, weights = rng.standard_normal((n_mach, dim, 1)), rng.standard_normal((n_mach, 1, n_rows))
-    products = {
-        "solve": lambda: np.matmul(inverses, step),
-        "right": lambda: np.matmul(data.X, step),
-        "left": lambda: np.matmul(weights, data.X),
+    step, weights = rng.standard_normal((n_mach, dim)), rng.standard_normal((n_mach, n_rows))
+    products = {  # the simulator's own stacked products
+        "solve": lambda: batched.matvecs(inverses, step),
+        "right": lambda: batched.matvecs(data.X, step),
+        "left": lambda: batched.vecmats(weights, data.X),
     }
 
     def seconds(product: Callable[[], Any]) -> float:
