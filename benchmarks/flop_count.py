@@ -1,0 +1,76 @@
+"""The floating-point work of one machine's theta steps, counted exactly as they run.
+
+A machine's local solve (:mod:`dpnet.decentralized.steps`) does its work in three kinds of
+calls: products with its design X~ (``@``: 2 m k flops for an (m, k) matrix times a vector),
+Newton matrices X~^T D X~ (BLAS dsyrk: n d (d + 1) for n rows, d columns) with their Cholesky
+factors (LAPACK dpotrf: d^3 / 3) and solves on a factor (dpotrs: 2 d^2 per right-hand side).
+:func:`counting_flops` counts them while a computation runs, without changing a bit of it:
+X~ is viewed as :class:`CountingArray` (its products are numpy's own) and the module's BLAS and
+LAPACK names are wrapped for the duration. Elementwise work (the loss, its derivatives, the
+Armijo search) and the O(degree x d) edge arithmetic of a round (Z step, duals) are not
+counted, so a speed-up computed from these counts is an upper bound on what any implementation
+of the same iterations can reach at one flop rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from dpnet.decentralized import steps
+
+FlopCounts = dict[str, float]
+"""Flops by kind: ``products`` (with X~), ``matrices`` (X~^T D X~), ``factors``, ``solves``."""
+
+
+class CountingArray(np.ndarray):
+    """An array whose matrix products add their flops to ``flops["products"]``, the counts
+    of the :func:`counting_flops` that made it."""
+
+    flops: FlopCounts
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.flops = getattr(obj, "flops", {})
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        plain = [x.view(np.ndarray) if isinstance(x, CountingArray) else x for x in inputs]
+        if ufunc is np.matmul and method == "__call__":
+            a, b = plain
+            self.flops["products"] += 2.0 * a.size * (b.shape[-1] if b.ndim > 1 else 1)
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+
+@contextmanager
+def counting_flops() -> Iterator[tuple[Callable[[steps.LocalData], steps.LocalData], FlopCounts]]:
+    """``(counted, flops)``: ``counted(data)`` is ``data`` with its X~ counted; ``flops`` the
+    flops by kind (:data:`FlopCounts`) of every counted call so far."""
+    flops = dict.fromkeys(("products", "matrices", "factors", "solves"), 0.0)
+    saved = steps.dsyrk, steps.dpotrf, steps.dpotrs
+
+    def dsyrk(alpha: float, a: np.ndarray, **kwargs: Any) -> Any:
+        d, n = a.shape
+        flops["matrices"] += n * d * (d + 1.0)
+        return saved[0](alpha, a.view(np.ndarray), **kwargs)
+
+    def dpotrf(a: np.ndarray, **kwargs: Any) -> Any:
+        flops["factors"] += a.shape[0] ** 3 / 3.0
+        return saved[1](a, **kwargs)
+
+    def dpotrs(factor: np.ndarray, b: np.ndarray, **kwargs: Any) -> Any:
+        flops["solves"] += 2.0 * factor.shape[0] ** 2 * (b.shape[1] if b.ndim > 1 else 1)
+        return saved[2](factor, b, **kwargs)
+
+    def counted(data: steps.LocalData) -> steps.LocalData:
+        X = data.X_aug.view(CountingArray)
+        X.flops = flops
+        return replace(data, X_aug=X)
+
+    steps.dsyrk, steps.dpotrf, steps.dpotrs = dsyrk, dpotrf, dpotrs
+    try:
+        yield counted, flops
+    finally:
+        steps.dsyrk, steps.dpotrf, steps.dpotrs = saved
