@@ -6,10 +6,14 @@ Newton matrices X~^T D X~ (BLAS dsyrk: n d (d + 1) for n rows, d columns) with t
 factors (LAPACK dpotrf: d^3 / 3) and solves on a factor (dpotrs: 2 d^2 per right-hand side).
 :func:`counting_flops` counts them while a computation runs, without changing a bit of it:
 X~ is viewed as :class:`CountingArray` (its products are numpy's own) and the module's BLAS and
-LAPACK names are wrapped for the duration. Elementwise work (the loss, its derivatives, the
-Armijo search) and the O(degree x d) edge arithmetic of a round (Z step, duals) are not
-counted, so a speed-up computed from these counts is an upper bound on what any implementation
-of the same iterations can reach at one flop rate.
+LAPACK names are wrapped for the duration.
+
+The ratio of two machines' counts is the speed-up of an implementation of the same iterations
+that runs every counted call at one flop rate and nothing else. Left out: the loss's
+elementwise work (one pass per product's margins, so in proportion to the products) and the
+O(degree x d) edge arithmetic of a round (Z step, duals; none on a lone machine). Where, as
+on paper 3's Table 1, the smaller machine's share of the products is no smaller than its share
+of all counted flops, what is left out can only lower the ratio: it is then an upper bound.
 """
 
 from __future__ import annotations
