@@ -17,7 +17,8 @@ formed), n = rows, d = dim:
   step leads to a point whose gradient is evaluated once; it is carried to the next round (as
   the round loop's ``DescentPoint``), so a run evaluates J gradients more than it takes steps;
 - Newton matrix X~^T D X~ (symmetric: n d (d + 1)) and its Cholesky factor (d^3 / 3) per
-  matrix formed; a solve on it (2 d^2) per step;
+  matrix formed; the factor again (d^3 / 3) per kept matrix shifted to a new rho (residual
+  balancing changed c); a solve on it (2 d^2) per step;
 - the rest of a round (Z step, centres, duals, residuals: O(E d)) and the loss's elementwise
   exp/log are not counted as flops (listed as ``loss evaluations``, elements).
 
@@ -126,13 +127,21 @@ def run_once(data: StackedShards, groups: Any, config: Any, graph: Any) -> dict[
         counts["gradients"] = counts.get("gradients", 0) + len(idx)
         return gradient(self, idx, margins, first)
 
+    shift = batched._shifted_inverses
+
+    def counted_shift(grams: np.ndarray, idx: np.ndarray, *args: Any) -> None:
+        counts["shifted"] = counts.get("shifted", 0) + len(idx)
+        shift(grams, idx, *args)
+
     StackedShards.loss_gradient = counted_gradient  # type: ignore[method-assign]
+    batched._shifted_inverses = counted_shift
     try:
         start = time.process_time()
         result = run_batched(counting, groups, config, graph)
         total = time.process_time() - start
     finally:
         batched.z_update_batched, batched.theta_update_newton_batched = saved
+        batched._shifted_inverses = shift
         StackedShards.loss_gradient = gradient  # type: ignore[method-assign]
     assert result.rounds == config.max_rounds, result.stop_reason
     return {"cpu": total, **clock, "counts": counts, "theta": result.theta}
@@ -184,13 +193,16 @@ def flop_count(counts: dict[str, int], n_rows: int, n_machines: int, dim: int) -
     """The run's flops by kind (module docstring), from the loss's counts."""
     gradients = counts.get("gradients", 0)  # machine evaluations
     matrices = counts.get("curvature", 0) // n_rows
+    shifted = counts.get("shifted", 0)  # kept matrices factorized again for a new rho
     steps = gradients - n_machines  # the start points of round 1
     return {
         "gradients": gradients,
         "steps": steps,
         "matrices": matrices,
+        "shifted": shifted,
         "flops_products": 2.0 * n_rows * dim * (gradients + steps),
-        "flops_matrices": matrices * (n_rows * dim * (dim + 1) + dim**3 / 3.0),
+        "flops_matrices": matrices * (n_rows * dim * (dim + 1) + dim**3 / 3.0)
+        + shifted * dim**3 / 3.0,
         "flops_solves": steps * 2.0 * dim**2,
     }
 
@@ -257,7 +269,8 @@ def main() -> None:
                 f"(Z step {row['z_step_ms']:.1f}, theta step {row['theta_step_ms']:.1f}, rest "
                 f"{row['rest_ms']:.1f}); {row['mflop_per_round']:.1f} MFLOP per round "
                 f"(per round: {row['gradients']:.0f} gradients, {row['steps']:.0f} steps, "
-                f"{row['matrices']:.0f} matrices formed; {row['loss_evaluations']:.3g} loss "
+                f"{row['matrices']:.0f} matrices formed, {row['shifted']:.0f} shifted to a new "
+                f"rho; {row['loss_evaluations']:.3g} loss "
                 f"elements) at {row['gflops']:.1f} GFLOP/s = {row['flop_ms_per_round']:.2f} ms; "
                 f"ratio {row['ratio']:.2f}",
                 flush=True,

@@ -67,14 +67,27 @@ def test_every_round_reaches_the_newton_solution(loss, monkeypatch) -> None:  # 
     assert 3 * forms[0] < newton_forms[0]
 
 
-def test_a_new_penalty_forms_a_new_matrix() -> None:
+def test_a_new_penalty_shifts_the_kept_matrix(monkeypatch) -> None:  # noqa: ANN001
+    """Residual balancing's change of c keeps the anchor theta_a: the kept data part is
+    shifted by the new rho and factorized again, bitwise the factor a resumed run rebuilds
+    from (theta_a, rho); the first step after the change is taken on it, without a new data
+    matrix, and the solve still reaches the tolerance."""
     X, y, inputs = _rounds(200, 6, 2)
     data = LocalData(X, y, 800)
     chord = ChordNewton(data, None)
     theta, *_ = chord(*inputs[0], np.zeros(7), 0.05)
     assert chord.anchor is not None and chord.anchor.rho == 0.05 * 3
-    chord(*inputs[1], theta, 0.1)
-    assert chord.anchor.rho == pytest.approx(0.1 * 3)
+    theta_a = chord.anchor.theta.copy()
+    forms = _count_forms(monkeypatch)
+    chord(*inputs[1], theta, 0.1, max_iter=0)  # the shift alone: no step taken
+    shifted = chord.anchor
+    assert forms[0] == 0 and np.array_equal(shifted.theta, theta_a) and shifted.rho == 0.1 * 3
+    rebuilt = ChordNewton(data, None)._form(theta_a, 0.1 * 3)
+    assert np.array_equal(shifted.factor, rebuilt.factor)
+    chord(*inputs[1], theta, 0.1, max_iter=1)  # one step: on the shifted matrix
+    assert forms[0] == 1  # the rebuilt one above
+    theta_c, *_ = chord(*inputs[1], theta, 0.1)
+    assert np.linalg.norm(theta_gradient(data, *inputs[1], theta_c, 0.1)) <= 1e-11
 
 
 def test_a_stored_anchor_goes_on_bitwise() -> None:

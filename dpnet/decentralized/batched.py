@@ -321,11 +321,12 @@ class KeptMatrices:
     """Every machine's kept Newton matrix (:class:`~dpnet.decentralized.steps.ChordNewton`
     for all machines at once), formed with ``rho[j]``, valid where ``kept[j]``: for a machine
     that keeps it its inverse ``inverse[j]``, so that a step on it is one product (a batched
-    solve factorized every (J, dim, dim) matrix again in every iteration), else the matrix
-    ``hess[j]``; ``chords[j]`` False for a machine whose round loop takes plain Newton steps
-    (a wide shard, n_j < p + 1: its Newton system is the Woodbury one there)."""
+    solve factorized every (J, dim, dim) matrix again in every iteration), and its data part
+    X~^T D X~ in ``hess[j]`` (lower triangle) for a new rho; else the matrix ``hess[j]``;
+    ``chords[j]`` False for a machine whose round loop takes plain Newton steps (a wide
+    shard, n_j < p + 1: its Newton system is the Woodbury one there)."""
 
-    hess: np.ndarray  # (J, dim, dim), where not chords
+    hess: np.ndarray  # (J, dim, dim): where not chords the matrix; where chords its data part
     inverse: np.ndarray  # (J, dim, dim), where chords
     rho: np.ndarray  # (J,)
     kept: np.ndarray  # (J,) bool
@@ -345,34 +346,63 @@ class KeptMatrices:
 
 
 def _newton_inverses(
-    X: np.ndarray, idx: np.ndarray, sqrt_weights: np.ndarray, rho: np.ndarray, out: np.ndarray
+    X: np.ndarray,
+    idx: np.ndarray,
+    sqrt_weights: np.ndarray,
+    rho: np.ndarray,
+    out: np.ndarray,
+    grams: np.ndarray,
 ) -> None:
     """out[j] = (S_k^T S_k + rho_k I)^{-1}, S_k = diag(sqrt_weights[k]) X~_j, j = idx[k]: the
     inverse Newton matrices, machine by machine on views of X~ (no copy of the stack), S^T S one
     symmetric product (BLAS dsyrk, half a general product's flops; of S^T, a Fortran-ordered
-    view of a row-major S), inverted from its Cholesky factor (LAPACK dpotrf, dpotri: d^3
-    flops against LU's 2 d^3); NaN where a matrix is not numerically positive definite, as
-    ``ChordNewton``'s factor (a non-finite iterate: the stop rule's).
+    view of a row-major S) kept in ``grams[j]`` (its lower triangle: the data part a new rho
+    shifts, :func:`_shifted_inverses`), inverted by :func:`_invert_shifted`.
 
     S and the matrix live in buffers kept for the whole call (a fresh S per machine cost more
-    than its product); the three routines work on the lower triangle of the matrix in place,
-    so its strict upper triangle stays zero and the inverse is L + L^T with the diagonal
-    halved (exact: x + 0 = x, (x + x) / 2 = x)."""
+    than its product)."""
     n_rows, dim = X.shape[1], X.shape[2]
     scaled = np.empty((n_rows, dim))
     hess = np.zeros((dim, dim), order="F")
     for k, j in enumerate(idx):
         np.multiply(X[j], sqrt_weights[k][:, None], out=scaled)
         hess = dsyrk(1.0, scaled.T, c=hess, lower=1, overwrite_c=1)
-        hess.ravel(order="K")[:: dim + 1] += rho[k]  # the diagonal: a view, hess is contiguous
-        hess, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
-        if info == 0:
-            hess, info = dpotri(hess, lower=1, overwrite_c=1)
-        if info == 0:
-            np.add(hess, hess.T, out=out[j])
-        else:
-            out[j] = np.nan
-    diag = np.arange(dim)
+        grams[j] = hess
+        _invert_shifted(hess, rho[k], out[j])
+    _halve_diagonals(out, idx)
+
+
+def _shifted_inverses(grams: np.ndarray, idx: np.ndarray, rho: np.ndarray, out: np.ndarray) -> None:
+    """out[j] = (G_j + rho_k I)^{-1} for the kept data parts G_j = grams[j], j = idx[k] (lower
+    triangles, as :func:`_newton_inverses` keeps them): a kept matrix under a new rho, as
+    ``ChordNewton`` shifts its kept data part."""
+    dim = grams.shape[1]
+    hess = np.zeros((dim, dim), order="F")
+    for k, j in enumerate(idx):
+        hess[...] = grams[j]
+        _invert_shifted(hess, rho[k], out[j])
+    _halve_diagonals(out, idx)
+
+
+def _invert_shifted(hess: np.ndarray, rho: float, out: np.ndarray) -> None:
+    """out = L + L^T for L the lower triangle of (hess + rho I)^{-1} (hess: its lower
+    triangle, Fortran-ordered, overwritten), by its Cholesky factor (LAPACK dpotrf, dpotri:
+    d^3 flops against LU's 2 d^3); NaN where it is not numerically positive definite, as
+    ``ChordNewton``'s factor (a non-finite iterate: the stop rule's). The routines work on
+    the lower triangle in place, so the strict upper triangle stays zero and the diagonal of
+    ``out`` is twice the inverse's (:func:`_halve_diagonals`: exact, (x + x) / 2 = x)."""
+    hess.ravel(order="K")[:: hess.shape[0] + 1] += rho  # the diagonal: a view, contiguous
+    hess, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
+    if info == 0:
+        hess, info = dpotri(hess, lower=1, overwrite_c=1)
+    if info == 0:
+        np.add(hess, hess.T, out=out)
+    else:
+        out[...] = np.nan
+
+
+def _halve_diagonals(out: np.ndarray, idx: np.ndarray) -> None:
+    diag = np.arange(out.shape[1])
     out[idx[:, None], diag, diag] *= 0.5
 
 
@@ -423,8 +453,9 @@ def theta_update_newton_batched(
     Newton method of ``theta_step_newton`` (dense system), each machine masked out of the
     stack as soon as its own iteration stops, so it follows exactly its own sequence; with
     ``kept`` (updated in place), the steps of ``ChordNewton``: a machine forms H_j anew only
-    without a kept one of its rho_j, when a step on it shrank its gradient norm by less
-    than CHORD_CONTRACTION, or after CHORD_STEPS steps on it in this solve. ``tol``: one
+    without a kept one, when a step on it shrank its gradient norm by less than
+    CHORD_CONTRACTION, or after CHORD_STEPS steps on it in this solve; a kept one of another
+    rho_j is its kept data part shifted by the new rho_j and inverted again. ``tol``: one
     gradient tolerance, or one per machine; a machine whose gradient at ``theta_prev``
     times ``relative`` is larger stops there instead. ``points``: the
     :class:`StackedPoints` of ``theta_prev`` (computed if None), updated in place to those
@@ -440,6 +471,10 @@ def theta_update_newton_batched(
     if kept is None:  # plain Newton: a matrix formed in every iteration
         kept = KeptMatrices.none(data)
         kept.chords[:] = False
+    shifted = np.flatnonzero(kept.kept & kept.chords & (kept.rho != rho))
+    if shifted.size:  # a new rho: the kept data part shifted anew, as ChordNewton does
+        _shifted_inverses(kept.hess, shifted, rho[shifted], kept.inverse)
+        kept.rho[shifted] = rho[shifted]
     kept.kept &= kept.rho == rho
     if points is None:
         points = StackedPoints.at(data, theta_prev)
@@ -482,7 +517,7 @@ def theta_update_newton_batched(
             keeps = kept.chords[new]
             if keeps.any():
                 on = new[keeps]
-                _newton_inverses(X, on, sqrt_weights[keeps], rho[on], kept.inverse)
+                _newton_inverses(X, on, sqrt_weights[keeps], rho[on], kept.inverse, kept.hess)
             off = new[~keeps]
             if off.size:
                 scaled = X[off] * sqrt_weights[~keeps][:, :, None]
