@@ -27,6 +27,27 @@ import numpy as np
 
 from dpnet.decentralized import steps
 
+
+def product_flops(rows: int, cols: int) -> float:
+    """An (rows, cols) matrix times a vector: 2 rows cols."""
+    return 2.0 * rows * cols
+
+
+def matrix_flops(rows: int, dim: int) -> float:
+    """X~^T D X~ for an (rows, dim) X~, symmetric (dsyrk): rows dim (dim + 1)."""
+    return rows * dim * (dim + 1.0)
+
+
+def factor_flops(dim: int) -> float:
+    """A Cholesky factor (dpotrf): dim^3 / 3."""
+    return dim**3 / 3.0
+
+
+def solve_flops(dim: int) -> float:
+    """A solve on a factor (dpotrs), one right-hand side: 2 dim^2."""
+    return 2.0 * dim**2
+
+
 FlopCounts = dict[str, float]
 """Flops by kind: ``products`` (with X~), ``matrices`` (X~^T D X~), ``factors``, ``solves``."""
 
@@ -44,7 +65,7 @@ class CountingArray(np.ndarray):
         plain = [x.view(np.ndarray) if isinstance(x, CountingArray) else x for x in inputs]
         if ufunc is np.matmul and method == "__call__":
             a, b = plain
-            self.flops["products"] += 2.0 * a.size * (b.shape[-1] if b.ndim > 1 else 1)
+            self.flops["products"] += product_flops(*a.shape) * (b.shape[-1] if b.ndim > 1 else 1)
         return getattr(ufunc, method)(*plain, **kwargs)
 
 
@@ -57,15 +78,15 @@ def counting_flops() -> Iterator[tuple[Callable[[steps.LocalData], steps.LocalDa
 
     def dsyrk(alpha: float, a: np.ndarray, **kwargs: Any) -> Any:
         d, n = a.shape
-        flops["matrices"] += n * d * (d + 1.0)
+        flops["matrices"] += matrix_flops(n, d)
         return saved[0](alpha, a.view(np.ndarray), **kwargs)
 
     def dpotrf(a: np.ndarray, **kwargs: Any) -> Any:
-        flops["factors"] += a.shape[0] ** 3 / 3.0
+        flops["factors"] += factor_flops(a.shape[0])
         return saved[1](a, **kwargs)
 
     def dpotrs(factor: np.ndarray, b: np.ndarray, **kwargs: Any) -> Any:
-        flops["solves"] += 2.0 * factor.shape[0] ** 2 * (b.shape[1] if b.ndim > 1 else 1)
+        flops["solves"] += solve_flops(factor.shape[0]) * (b.shape[1] if b.ndim > 1 else 1)
         return saved[2](factor, b, **kwargs)
 
     def counted(data: steps.LocalData) -> steps.LocalData:

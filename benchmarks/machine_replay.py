@@ -133,13 +133,17 @@ def replay_job(
     history = [{"round": h.round, "objective": h.objective} for h in recorded[0].history]
     to_gap = rounds_to_gap(history, f_star, GAP)
 
+    def replay_comm(rank: int) -> ReplayCommunicator:
+        """Machine ``rank`` alone, handed its neighbours' recorded buffers."""
+        recorder = recorders[rank]
+        assert recorder is not None
+        return ReplayCommunicator(rank, J, recorder.neighbours, recorder.received)
+
     def replay(rank: int, rounds: int, profiler: cProfile.Profile | None = None) -> float:
         """CPU seconds of machine ``rank``'s first ``rounds`` rounds, replayed alone; a
         replay of the whole run is checked bitwise against the recorded one."""
         data, groups = problems[rank]
-        recorder = recorders[rank]
-        assert recorder is not None
-        comm = ReplayCommunicator(rank, J, recorder.neighbours, recorder.received)
+        comm = replay_comm(rank)
         with threadpool_limits(limits=1, user_api="blas"):
             if profiler is not None:
                 profiler.enable()
@@ -158,11 +162,9 @@ def replay_job(
     def counted_flops(rank: int, rounds: int) -> FlopCounts:
         """The flops of machine ``rank``'s theta steps in its first ``rounds`` rounds."""
         data, groups = problems[rank]
-        recorder = recorders[rank]
-        assert recorder is not None
-        comm = ReplayCommunicator(rank, J, recorder.neighbours, recorder.received)
         with counting_flops() as (counted, flops):
-            run_machine(comm, counted(data), groups, replace(admm, max_rounds=rounds), graph)
+            config = replace(admm, max_rounds=rounds)
+            run_machine(replay_comm(rank), counted(data), groups, config, graph)
         return flops
 
     cpu_per_round, cpu_to_gap, flops_to_gap = [], [], []

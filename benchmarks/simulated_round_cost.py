@@ -49,6 +49,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, stacked_job, write_csv
+from benchmarks.flop_count import factor_flops, matrix_flops, product_flops, solve_flops
 from dpnet.decentralized import batched
 from dpnet.decentralized.batched import StackedShards, run_batched
 from dpnet.losses.margin import MarginLoss
@@ -200,10 +201,10 @@ def flop_count(counts: dict[str, int], n_rows: int, n_machines: int, dim: int) -
         "steps": steps,
         "matrices": matrices,
         "shifted": shifted,
-        "flops_products": 2.0 * n_rows * dim * (gradients + steps),
-        "flops_matrices": matrices * (n_rows * dim * (dim + 1) + dim**3 / 3.0)
-        + shifted * dim**3 / 3.0,
-        "flops_solves": steps * 2.0 * dim**2,
+        "flops_products": product_flops(n_rows, dim) * (gradients + steps),
+        "flops_matrices": matrices * (matrix_flops(n_rows, dim) + factor_flops(dim))
+        + shifted * factor_flops(dim),
+        "flops_solves": steps * solve_flops(dim),
     }
 
 

@@ -1,5 +1,6 @@
-"""The flop counter of benchmarks/machine_replay.py: closed-form counts for each kind of call,
-and a counted theta step that is bitwise the uncounted one."""
+"""The flop counter of benchmarks/flop_count.py (read by benchmarks/machine_replay.py):
+closed-form counts for each kind of call, and a counted theta step that is bitwise the
+uncounted one."""
 
 import numpy as np
 import scipy.linalg.blas
