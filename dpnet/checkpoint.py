@@ -44,7 +44,8 @@ from dpnet.decentralized.admm import LoopState, ProgressRecord
 from dpnet.decentralized.boundary import RawShard
 from dpnet.errors import DpnetError
 
-FORMAT_VERSION = 4  # 4: the theta step's Newton anchor, tolerance and margins
+# 4: the theta step's Newton anchor, tolerance and margins; 5: the rule of each change of c
+FORMAT_VERSION = 5
 LEAKY_FORMATS = {2: "it holds the randomized-response stream's state, which gives every raw label"}
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 TEMP_PREFIX, TEMP_SUFFIX = ".round-", ".tmp"  # a checkpoint being written

@@ -59,6 +59,8 @@ def _round_loop(graph, shards, groups, config):
 def _assert_equal_runs(reference, batched):
     assert batched.rounds == reference[0].rounds
     assert batched.stop_reason == reference[0].stop_reason
+    # the same changes of c (balancing, and the descent's on the 8-machine graphs)
+    assert np.array_equal(batched.penalty.changes, reference[0].penalty.changes)
     theta = np.stack([r.theta for r in reference])
     z = np.stack([r.z for r in reference])
     assert np.abs(theta - batched.theta).max() <= 1e-10

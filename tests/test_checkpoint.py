@@ -128,7 +128,7 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
         "theta_nbhd",
         "v_out",
         "v_in",
-        "penalty_changes",  # (round, factor) of each change of c: from the network statistics
+        "penalty_changes",  # (round, factor, rule) of each change of c: network statistics
         "history",
         "newton_anchor",  # an earlier theta iterate and its c d_j: where H was last formed
         "theta_margins",  # y~ x^T theta of its own rows (randomized labels, its features)
@@ -143,7 +143,7 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
     # the next theta step's tolerance: a float from the machine's residuals (public inputs
     # and randomized labels, like c)
     assert set(meta) == {"format", "fingerprints", "round", "c", "theta_tol", "traffic"}
-    assert meta["format"] == 4 and set(meta["traffic"]) == set(TrafficStats().as_dict())
+    assert meta["format"] == 5 and set(meta["traffic"]) == set(TrafficStats().as_dict())
     assert isinstance(meta["theta_tol"], float) and meta["theta_tol"] >= 1e-12
 
 

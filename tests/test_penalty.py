@@ -1,29 +1,43 @@
 """The starting penalty from the graph's Laplacian spectrum, c_0 = kappa / (J sqrt(mu_2 mu_J)),
 scaled under label privacy by the features' public curvature s,
 c_0 = (kappa / 2) sqrt(s) (mu_2 / mu_J)^0.2 / (J sqrt(mu_2 mu_J)), unless c is given; and
-residual balancing that waits for its changes to show (docs/algorithms.md)."""
+residual balancing that waits for its changes to show, and the descent of c in the tail
+(docs/algorithms.md)."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
+from functools import partial
 
 import networkx as nx
 import numpy as np
 import pytest
 
+from benchmarks.large_network import one_run
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import (
+    BALANCING,
+    DESCENT,
+    DESCENT_JUMP,
+    DESCENT_QUIET,
+    DESCENT_SETTLE,
+    DESCENT_WINDOW,
     NO_CHANGES,
     PENALTY_SCALE,
     ADMMConfig,
+    LoopState,
+    ProgressRecord,
     initial_penalty,
     network_decision,
     record_change,
+    run_machine,
 )
 from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
 from tests.reference import group_logistic_objective, group_logistic_optimum
@@ -101,22 +115,80 @@ def test_balancing_waits_for_its_changes_to_show():
     """At most ``adapt_unseen`` (2) unseen doublings: a change at the end of round t shows
     in the statistics of rounds > t only."""
     config = ADMMConfig()
+
+    def decide(stats: np.ndarray, done: int, changes: np.ndarray) -> tuple[str | None, float]:
+        reason, factor, rule = network_decision(stats, done, config, changes, [])
+        assert rule == BALANCING  # no history: the descent cannot begin
+        return reason, factor
+
     up = _stats(1.0, 1e-3)  # primal > 30 x dual: double
-    assert network_decision(up, 40, config, NO_CHANGES) == (None, 2.0)
+    assert decide(up, 40, NO_CHANGES) == (None, 2.0)
     one = record_change(NO_CHANGES, 45, 2.0)
-    assert network_decision(up, 40, config, one) == (None, 2.0)
+    assert decide(up, 40, one) == (None, 2.0)
     two = record_change(one, 40, 2.0)  # made at the end of round 40: not in its statistics
-    assert network_decision(up, 40, config, two) == (None, 1.0)
-    assert network_decision(up, 50, config, two) == (None, 2.0)  # both seen by round 50
+    assert decide(up, 40, two) == (None, 1.0)
+    assert decide(up, 50, two) == (None, 2.0)  # both seen by round 50
     # an unseen halving does not block a doubling, and the block is per direction
     halvings = record_change(record_change(NO_CHANGES, 41, 0.5), 42, 0.5)
-    assert network_decision(up, 40, config, halvings) == (None, 2.0)
-    assert network_decision(_stats(1e-3, 1.0), 40, config, halvings) == (None, 1.0)
+    assert decide(up, 40, halvings) == (None, 2.0)
+    assert decide(_stats(1e-3, 1.0), 40, halvings) == (None, 1.0)
     # inside the dead band (ratio 30) nothing changes
-    assert network_decision(_stats(1.0, 0.05), 40, config, NO_CHANGES) == (None, 1.0)
+    assert decide(_stats(1.0, 0.05), 40, NO_CHANGES) == (None, 1.0)
     # at most adapt_max changes
-    full = np.array([[r, 2.0] for r in range(config.adapt_max)], dtype=float)
-    assert network_decision(up, 1000, config, full) == (None, 1.0)
+    full = np.array([[r, 2.0, BALANCING] for r in range(config.adapt_max)], dtype=float)
+    assert decide(up, 1000, full) == (None, 1.0)
+
+
+def _history(ratios: dict[int, float]) -> list[ProgressRecord]:
+    """Statistics of rounds 1.. with primal / dual = ``ratios[first round of a stretch]``
+    from that round on (dual residual 1e-4)."""
+    last = max(ratios) + 200
+    starts = sorted(ratios)
+    records = []
+    for t in range(1, last + 1):
+        ratio = ratios[max(s for s in starts if s <= t)]
+        records.append(ProgressRecord(t, 1.0, ratio * 1e-4, 1e-4))
+    return records
+
+
+def test_the_descent_halves_c_while_the_residual_ratio_grows_like_one_over_c():
+    """After balancing raised c and went quiet: c is halved every DESCENT_WINDOW rounds of
+    statistics (each change given DESCENT_SETTLE rounds to show) while r/s grows less than
+    DESCENT_JUMP-fold; once it jumps, c is doubled back and fixed; never below the start."""
+    config = ADMMConfig()
+    stats = _stats(4e-4, 1e-4)  # r/s = 4: inside balancing's dead band
+    raised = record_change(record_change(NO_CHANGES, 10, 2.0), 20, 2.0)  # c = 4 c_0
+
+    def decide(done: int, changes: np.ndarray, history: list[ProgressRecord]) -> tuple:
+        return network_decision(stats, done, config, changes, history)[1:]
+
+    flat = _history({1: 4.0})
+    # quiet: the window's first round DESCENT_QUIET or more after the last change (20), and
+    # a multiple of the window: round 80
+    assert 20 + DESCENT_QUIET + DESCENT_WINDOW == 70
+    assert decide(60, raised, flat) == (1.0, BALANCING)
+    assert decide(70, raised, flat) == (1.0, BALANCING)
+    assert decide(80, raised, flat) == (0.5, DESCENT)
+    off = network_decision(stats, 80, ADMMConfig(descend_c=False), raised, flat)
+    assert off == (None, 1.0, BALANCING)
+    # c at its start (or below): balancing only, whatever the ratio
+    assert decide(200, record_change(raised, 30, 0.25), flat) == (1.0, BALANCING)
+
+    halved = record_change(raised, 85, 0.5, DESCENT)  # decided at round 80 (2H = 5)
+    assert 85 + DESCENT_SETTLE + DESCENT_WINDOW == 125  # settled: the next decision at 140
+    grew = _history({1: 4.0, 86: 8.0})  # the large-c branch: r/s x 2 per halving
+    assert decide(120, halved, grew) == (1.0, DESCENT)
+    assert decide(140, halved, grew) == (0.5, DESCENT)
+    jumped = _history({1: 4.0, 86: 4.0 * DESCENT_JUMP * 1.01})
+    assert decide(140, halved, jumped) == (2.0, DESCENT)
+    back = record_change(halved, 145, 2.0, DESCENT)
+    assert decide(300, back, _history({1: 4.0, 86: 1e3})) == (1.0, DESCENT)  # fixed
+    assert decide(300, back, _history({1: 1e-3})) == (1.0, DESCENT)  # balancing is done too
+    # the descent stops at the start: c = c_0 after two halvings
+    at_start = record_change(halved, 145, 0.5, DESCENT)
+    assert decide(200, at_start, _history({1: 4.0, 86: 8.0, 146: 16.0})) == (1.0, DESCENT)
+    # and doubles back there too if r/s jumps
+    assert decide(200, at_start, _history({1: 4.0, 86: 8.0, 146: 80.0})) == (2.0, DESCENT)
 
 
 def _problem(n_mach: int, n: int, seed: int = 1):
@@ -179,3 +251,56 @@ def test_the_estimator_reports_its_penalty_from_the_features_curvature():
     assert fits[0].penalty_["start"] == float(f"{0.105 * math.sqrt(s) / 16:.3g}")
     given = DecentralizedGroupLassoLogistic(n_machines=4, c=0.07, random_state=0).fit(X, y)
     assert given.penalty_["start"] == 0.07
+
+
+def test_the_descent_ends_a_64_machine_run_sooner_and_nearer_the_optimum():
+    """With the defaults on a 64-machine random-regular graph, the descent reaches the stop
+    (tol 1e-9) in less than half the rounds of balancing alone, with every machine's
+    coefficients nearer skglm's optimum (measured: 1,463 -> 394 rounds, 2.7e-7 -> 4.9e-9)."""
+    runs = {
+        descend: one_run(
+            "random-regular", 64, 100, ADMMConfig.tol, 3000, 0, False, descend_c=descend
+        )
+        for descend in (False, True)
+    }
+    balancing, descent = runs[False], runs[True]
+    assert balancing["stop_reason"] == descent["stop_reason"] == "converged"
+    assert descent["rounds"] <= 0.5 * balancing["rounds"]
+    assert descent["coef_error"] <= min(1e-7, balancing["coef_error"])
+
+
+def test_a_run_resumed_inside_the_descent_goes_on_bitwise():
+    """The descent's state is the penalty changes and the statistics' history: every machine
+    resumed from its loop state between a halving and the next decision ends bitwise as the
+    uninterrupted run, with the same changes."""
+    graph = build_topology("ring", 8)
+    shards, groups, _ = _problem(8, 480)
+    config = ADMMConfig(lam=LAM, max_rounds=3000)
+    states: dict[int, LoopState] = {}
+
+    def keep(rank: int, state: LoopState) -> None:
+        if (
+            not states.get(rank)
+            and len(state.penalty_changes)
+            and (state.penalty_changes[-1, 2] == DESCENT)
+        ):
+            states[rank] = copy.deepcopy(state)
+
+    whole = run_in_process(
+        graph,
+        lambda comm: run_machine(
+            comm, shards[comm.rank], groups, config, graph, on_round=partial(keep, comm.rank)
+        ),
+    )
+    changes = whole[0].penalty.changes
+    assert len(states) == 8 and DESCENT in changes[:, 2]
+    assert states[0].round < whole[0].rounds
+    resumed = run_in_process(
+        graph,
+        lambda comm: run_machine(
+            comm, shards[comm.rank], groups, config, graph, start_state=states[comm.rank]
+        ),
+    )
+    for a, b in zip(whole, resumed, strict=True):
+        assert a.rounds == b.rounds and np.array_equal(a.theta, b.theta)
+        assert np.array_equal(a.penalty.changes, b.penalty.changes)

@@ -30,7 +30,8 @@ def test_selected_groups_map_onto_coef_through_column_groups(tmp_path):
 def test_the_penalty_block_is_the_start_by_hand_and_its_changes(tmp_path):
     """``penalty``: the start c_0 = 0.105 sqrt(s) (mu_2/mu_J)^0.2 / (J sqrt(mu_2 mu_J)) with
     s = sigma_max([X - mean, 1])^2 / n (scipy) and the 4-ring's mu_2 = 2, mu_J = 4; the final
-    c the start times the changes' factors; the same on the thread and simulated backends."""
+    c the start times the changes' factors (each named by its rule); the same on the thread
+    and simulated backends."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((1000, 5)) @ rng.standard_normal((5, 5)) + 3.0
     y = np.where(X[:, 0] - X[:, 1] + rng.standard_normal(1000) > 0.0, 1.0, -1.0)
@@ -48,6 +49,7 @@ def test_the_penalty_block_is_the_start_by_hand_and_its_changes(tmp_path):
     assert blocks[0] == blocks[1]
     penalty = blocks[0]
     assert penalty["start"] == float(f"{start:.3g}")
-    factors = [factor for _, factor in penalty["changes"]]
+    factors = [factor for _, factor, _ in penalty["changes"]]
     assert penalty["final"] == penalty["start"] * np.prod(factors)
     assert factors and all(factor in (0.5, 2.0) for factor in factors)
+    assert {rule for _, _, rule in penalty["changes"]} <= {"balancing", "descent"}

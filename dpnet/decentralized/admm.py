@@ -53,7 +53,9 @@ from dpnet.network.topology import laplacian_extremes
 # change of c only restarts the transient
 ADAPT_FLOOR = 100.0
 STALL_SECONDS = 3600.0
-NO_CHANGES = np.empty((0, 2))  # LoopState.penalty_changes before the first change
+BALANCING, DESCENT = 0.0, 1.0  # the rule of a change of c: LoopState.penalty_changes[:, 2]
+CHANGE_RULES = {BALANCING: "balancing", DESCENT: "descent"}
+NO_CHANGES = np.empty((0, 3))  # LoopState.penalty_changes before the first change
 NO_CHANGES.setflags(write=False)
 NO_ANCHOR = np.empty(0)  # LoopState.newton_anchor before the theta step formed a matrix
 NO_ANCHOR.setflags(write=False)
@@ -63,6 +65,13 @@ PENALTY_SCALE = 0.21  # kappa of the spectral start, measured in docs/algorithms
 # (1/2 of the spectral start on complete graphs for centred binary data, whose curvature is 1)
 CURVATURE_PENALTY_SCALE = PENALTY_SCALE / 2
 SPECTRAL_RATIO_POWER = 0.2  # of mu_2 / mu_J in that start
+# the descent of c in the tail (descent_factor), measured in docs/algorithms.md: its window
+# of statistics, the quiet rounds of statistics before it starts, the rounds a change of c
+# is given to show, and the growth of the residual ratio that ends it
+DESCENT_WINDOW = 20
+DESCENT_QUIET = 30
+DESCENT_SETTLE = 20
+DESCENT_JUMP = 3.0
 MAX_PENALTY = 1e12
 """The largest c accepted: the default is ~1e-3-1, and beyond ~1e6 the iterates hardly move
 (the stop rule then runs to max_rounds and says so); beyond ~1e150 theta - Z ~ 1/c squares
@@ -88,6 +97,7 @@ class ADMMConfig:
     adapt_ratio: float = 30.0
     adapt_factor: float = 2.0
     adapt_unseen: int = 2  # changes of c in one direction the statistics may not yet reflect
+    descend_c: bool = True  # after balancing, halve c while it helps (descent_factor)
     alpha_z: float = 1.0
     relaxation: float = 1.7  # over-relaxation alpha in (0, 2) (relaxed; docs/algorithms.md)
     theta_solver: str = "newton"
@@ -137,7 +147,7 @@ class LoopState:
     v_out: np.ndarray  # dual copies, see steps.dual_update
     v_in: np.ndarray
     c: float
-    penalty_changes: np.ndarray  # (k, 2): round at whose end c changed, factor
+    penalty_changes: np.ndarray  # (k, 3): round at whose end c changed, factor, rule
     aggregator: dict[str, np.ndarray]  # TreeAggregator.state()
     history: list[ProgressRecord] = field(default_factory=list)
     newton_anchor: np.ndarray = field(default_factory=lambda: NO_ANCHOR)  # NewtonAnchor.as_array()
@@ -183,11 +193,11 @@ class PenaltyPath:
 
     start: float
     final: float
-    changes: np.ndarray  # (k, 2), as LoopState.penalty_changes
+    changes: np.ndarray  # (k, 3), as LoopState.penalty_changes
 
     def as_dict(self) -> dict[str, Any]:
-        """For the results file: start, final and the changes as [round, factor] pairs."""
-        changes = [[int(r), float(f)] for r, f in self.changes]
+        """For the results file: start, final and the changes as [round, factor, rule]."""
+        changes = [[int(r), float(f), CHANGE_RULES[rule]] for r, f, rule in self.changes]
         return {"start": self.start, "final": self.final, "changes": changes}
 
 
@@ -259,46 +269,123 @@ def record_progress(
     return record
 
 
+def residual_ratio(history: list[ProgressRecord], last: int, window: int) -> float | None:
+    """The median of primal / dual residual over the network statistics of rounds
+    last - window + 1 .. last (``history`` holds every round's, in order); None if some are
+    not there or no dual residual is positive."""
+    first = last - window + 1
+    if not history or first < history[0].round or last > history[-1].round:
+        return None
+    records = history[first - history[0].round : last - history[0].round + 1]
+    ratios = [r.primal_residual / r.dual_residual for r in records if r.dual_residual > 0]
+    return float(np.median(ratios)) if ratios else None
+
+
+def descent_factor(
+    done_round: int, penalty_changes: np.ndarray, history: list[ProgressRecord]
+) -> float | None:
+    """The descent of c in the tail, once it has begun (None: it has not, balancing rules).
+
+    Residual balancing raises c while the machines disagree, and then leaves it 8-64x above
+    the start, where the tail is slow: the consensus point drifts to the optimum at a rate
+    ~ 1/c, and the residual ratio r/s sits inside the dead band, growing like 1/c as c falls.
+    Below the best c the consensus itself becomes the slow mode and r/s jumps (10-100x per
+    halving). So, every DESCENT_WINDOW rounds of statistics, with the last change given
+    DESCENT_SETTLE rounds to show: if the median r/s of the window grew more than
+    DESCENT_JUMP-fold over the window before the last halving, c is doubled back and fixed
+    for the rest of the run; else c is halved again, down to the start at most. Every
+    machine reads the same statistics, so c changes in the same round everywhere; the state
+    is ``penalty_changes`` and ``history``, so a resumed run decides the same.
+    """
+    descent = penalty_changes[penalty_changes[:, 2] == DESCENT]
+    if not len(descent):
+        return None
+    if descent[-1, 1] > 1.0:  # doubled back: fixed
+        return 1.0
+    last = int(penalty_changes[-1, 0])
+    if done_round % DESCENT_WINDOW or done_round - DESCENT_WINDOW < last + DESCENT_SETTLE:
+        return 1.0
+    now = residual_ratio(history, done_round, DESCENT_WINDOW)
+    before = residual_ratio(history, last, DESCENT_WINDOW)
+    if now is None or before is None:
+        return 1.0
+    if now > DESCENT_JUMP * before:
+        return 2.0
+    return 0.5 if np.prod(penalty_changes[:, 1]) > 1.0 else 1.0
+
+
+def may_descend(
+    done_round: int, penalty_changes: np.ndarray, history: list[ProgressRecord]
+) -> bool:
+    """Whether the descent (:func:`descent_factor`) begins at ``done_round``: balancing left c
+    above its start and has been quiet for DESCENT_QUIET rounds of statistics before the
+    window, and the window's r/s is known."""
+    last = int(penalty_changes[-1, 0]) if len(penalty_changes) else 0
+    return (
+        np.prod(penalty_changes[:, 1]) > 1.0
+        and done_round % DESCENT_WINDOW == 0
+        and done_round - DESCENT_WINDOW >= last + DESCENT_QUIET
+        and residual_ratio(history, done_round, DESCENT_WINDOW) is not None
+    )
+
+
 def network_decision(
-    complete: np.ndarray, done_round: int, config: ADMMConfig, penalty_changes: np.ndarray
-) -> tuple[str | None, float]:
-    """(stop reason or None, factor for c) from the network statistics of ``done_round``;
-    every machine (and the batched simulator) takes it from the same numbers.
+    complete: np.ndarray,
+    done_round: int,
+    config: ADMMConfig,
+    penalty_changes: np.ndarray,
+    history: list[ProgressRecord],
+) -> tuple[str | None, float, float]:
+    """(stop reason or None, factor for c, rule of the change) from the network statistics of
+    ``done_round`` (and ``history``, the statistics of every round so far); every machine
+    (and the batched simulator) takes it from the same numbers.
 
     NaN or inf anywhere stops at once (max-based tests are false for NaN); a run-away iterate
     stops as 'diverged' (relative residuals would look small on it); then the tolerance; else
-    residual balancing every ``adapt_every`` rounds, paused near the tolerance, at most
-    ``adapt_max`` changes, and no more than ``adapt_unseen`` changes in one direction that the
-    statistics of ``done_round`` do not reflect yet. A change made at the end of round t
-    shows in the statistics of rounds > t, which arrive 2H rounds late: on a long path the
+    the penalty, paused near the tolerance and after ``adapt_max`` changes: the descent of
+    the tail once it has begun (:func:`descent_factor`, with ``descend_c``), else residual
+    balancing every ``adapt_every`` rounds, with no more than ``adapt_unseen`` changes in one
+    direction that the statistics of ``done_round`` do not reflect yet; where balancing
+    leaves c, the descent may begin (:func:`may_descend`). A change made at the end of round
+    t shows in the statistics of rounds > t, which arrive 2H rounds late: on a long path the
     residuals of one regime would otherwise drive many changes (a 256-ring doubled c 25
     times before the first doubling was seen; docs/algorithms.md).
     """
     if not all(map(math.isfinite, complete.tolist())):  # five floats: no array call
-        return "non-finite", 1.0
+        return "non-finite", 1.0, BALANCING
     if complete[4] > config.max_coef_norm:
-        return "diverged", 1.0
+        return "diverged", 1.0, BALANCING
     if complete[1] <= config.tol:
-        return "converged", 1.0
+        return "converged", 1.0, BALANCING
     if (
         not config.adapt_c
         or len(penalty_changes) >= config.adapt_max
-        or done_round % config.adapt_every != 0
         or complete[1] <= ADAPT_FLOOR * config.tol
     ):
-        return None, 1.0
+        return None, 1.0, BALANCING
+    if config.descend_c:
+        descent = descent_factor(done_round, penalty_changes, history)
+        if descent is not None:
+            return None, descent, DESCENT
+    if done_round % config.adapt_every != 0:
+        return None, 1.0, BALANCING
     factor = balance_penalty(
         float(complete[2]), float(complete[3]), config.adapt_ratio, config.adapt_factor
     )
     unseen = penalty_changes[penalty_changes[:, 0] >= done_round, 1]
     if factor != 1.0 and np.count_nonzero(unseen == factor) >= config.adapt_unseen:
-        return None, 1.0
-    return None, factor
+        return None, 1.0, BALANCING
+    if factor == 1.0 and config.descend_c and may_descend(done_round, penalty_changes, history):
+        return None, 0.5, DESCENT
+    return None, factor, BALANCING
 
 
-def record_change(penalty_changes: np.ndarray, round_: int, factor: float) -> np.ndarray:
-    """``penalty_changes`` with the change of c by ``factor`` at the end of ``round_``."""
-    return np.vstack([penalty_changes, [[round_, factor]]])
+def record_change(
+    penalty_changes: np.ndarray, round_: int, factor: float, rule: float = BALANCING
+) -> np.ndarray:
+    """``penalty_changes`` with the change of c by ``factor`` (by ``rule``) at the end of
+    ``round_``."""
+    return np.vstack([penalty_changes, [[round_, factor, rule]]])
 
 
 def take_decision(
@@ -308,18 +395,19 @@ def take_decision(
     config: ADMMConfig,
     c: float,
     penalty_changes: np.ndarray,
+    history: list[ProgressRecord],
     also_stop: Callable[[], bool] | None = None,
 ) -> tuple[str | None, float, np.ndarray]:
     """(stop reason or None, c, penalty changes) after :func:`network_decision` on the
-    statistics of ``done_round``, applied at the end of ``round_``; ``also_stop`` (the
-    simulator's ``stop_when``) is asked only when the network would go on, and stops with
-    reason "stop_when". The round loop and the batched simulator share it."""
-    reason, factor = network_decision(complete, done_round, config, penalty_changes)
+    statistics of ``done_round`` (the last of ``history``), applied at the end of ``round_``;
+    ``also_stop`` (the simulator's ``stop_when``) is asked only when the network would go on,
+    and stops with reason "stop_when". The round loop and the batched simulator share it."""
+    reason, factor, rule = network_decision(complete, done_round, config, penalty_changes, history)
     if reason is None and also_stop is not None and also_stop():
         reason = "stop_when"
     if reason is None and factor != 1.0:
         c *= factor
-        penalty_changes = record_change(penalty_changes, round_, factor)
+        penalty_changes = record_change(penalty_changes, round_, factor, rule)
     return reason, c, penalty_changes
 
 
@@ -529,7 +617,9 @@ def run_machine(
         complete = stats.network_stats(t)
         if complete is not None:
             record = record_progress(complete, t - stats.plan.lag, config, history, on_progress)
-            reason, c, changes = take_decision(complete, record.round, t, config, c, changes)
+            reason, c, changes = take_decision(
+                complete, record.round, t, config, c, changes, history
+            )
             if reason is not None:
                 stop_reason = reason
                 step_clock.lap("statistics")

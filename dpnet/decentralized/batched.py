@@ -748,7 +748,7 @@ def run_batched(
                 record = record_progress(complete, t - lag, config, history, on_progress)
                 also_stop = None if stop_when is None else partial(stop_when, record)
                 reason, c, changes = take_decision(
-                    complete, record.round, t, config, c, changes, also_stop
+                    complete, record.round, t, config, c, changes, history, also_stop
                 )
                 if reason is not None:
                     stop_reason = reason
