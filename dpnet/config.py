@@ -187,8 +187,8 @@ class RunConfig:
     )
     adapt_c: bool = _opt(
         _ADMM.adapt_c,
-        "keep c fixed (default: network-wide residual balancing; always fixed under --privacy "
-        "record, where the residuals are the noise's)",
+        "keep c fixed (default: network-wide residual balancing, then its descent in the tail; "
+        "always fixed under --privacy record, where the residuals are the noise's)",
         MODEL,
         flag="--no-adapt-c",
         action="store_false",

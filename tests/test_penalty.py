@@ -19,6 +19,7 @@ from benchmarks.large_network import one_run
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import (
+    ADAPT_FLOOR,
     BALANCING,
     DESCENT,
     DESCENT_JUMP,
@@ -189,6 +190,11 @@ def test_the_descent_halves_c_while_the_residual_ratio_grows_like_one_over_c():
     assert decide(200, at_start, _history({1: 4.0, 86: 8.0, 146: 16.0})) == (1.0, DESCENT)
     # and doubles back there too if r/s jumps
     assert decide(200, at_start, _history({1: 4.0, 86: 8.0, 146: 80.0})) == (2.0, DESCENT)
+    # within ADAPT_FLOOR x tol balancing pauses and no descent begins, but one under way goes on
+    near = _stats(4e-4, 1e-4)
+    near[1] = ADAPT_FLOOR * config.tol / 2
+    assert network_decision(near, 80, config, raised, flat)[1:] == (1.0, BALANCING)
+    assert network_decision(near, 140, config, halved, grew)[1:] == (0.5, DESCENT)
 
 
 def _problem(n_mach: int, n: int, seed: int = 1):

@@ -342,32 +342,29 @@ def network_decision(
 
     NaN or inf anywhere stops at once (max-based tests are false for NaN); a run-away iterate
     stops as 'diverged' (relative residuals would look small on it); then the tolerance; else
-    the penalty, paused near the tolerance and after ``adapt_max`` changes: the descent of
-    the tail once it has begun (:func:`descent_factor`, with ``descend_c``), else residual
-    balancing every ``adapt_every`` rounds, with no more than ``adapt_unseen`` changes in one
-    direction that the statistics of ``done_round`` do not reflect yet; where balancing
-    leaves c, the descent may begin (:func:`may_descend`). A change made at the end of round
-    t shows in the statistics of rounds > t, which arrive 2H rounds late: on a long path the
-    residuals of one regime would otherwise drive many changes (a 256-ring doubled c 25
-    times before the first doubling was seen; docs/algorithms.md).
-    """
+    the penalty, fixed after ``adapt_max`` changes: the descent of the tail once it has begun
+    (:func:`descent_factor`, with ``descend_c``), else, paused within ADAPT_FLOOR x tol,
+    residual balancing every ``adapt_every`` rounds, with no more than ``adapt_unseen``
+    changes in one direction that the statistics of ``done_round`` do not reflect yet; where
+    balancing leaves c, the descent may begin (:func:`may_descend`). A descent under way goes
+    on within ADAPT_FLOOR x tol: a large network crawls there (J = 1,000: 3,000 rounds from
+    a scaled residual of 1e-7 short of 1e-9, 865 in all with the descent going on). A change
+    made at the end of round t shows in the statistics of rounds > t, which arrive 2H rounds
+    late: on a long path the residuals of one regime would otherwise drive many changes (a
+    256-ring doubled c 25 times before the first doubling was seen; docs/algorithms.md)."""
     if not all(map(math.isfinite, complete.tolist())):  # five floats: no array call
         return "non-finite", 1.0, BALANCING
     if complete[4] > config.max_coef_norm:
         return "diverged", 1.0, BALANCING
     if complete[1] <= config.tol:
         return "converged", 1.0, BALANCING
-    if (
-        not config.adapt_c
-        or len(penalty_changes) >= config.adapt_max
-        or complete[1] <= ADAPT_FLOOR * config.tol
-    ):
+    if not config.adapt_c or len(penalty_changes) >= config.adapt_max:
         return None, 1.0, BALANCING
     if config.descend_c:
         descent = descent_factor(done_round, penalty_changes, history)
         if descent is not None:
             return None, descent, DESCENT
-    if done_round % config.adapt_every != 0:
+    if done_round % config.adapt_every != 0 or complete[1] <= ADAPT_FLOOR * config.tol:
         return None, 1.0, BALANCING
     factor = balance_penalty(
         float(complete[2]), float(complete[3]), config.adapt_ratio, config.adapt_factor
