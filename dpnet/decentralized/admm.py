@@ -297,12 +297,12 @@ def descent_factor(
     machine reads the same statistics, so c changes in the same round everywhere; the state
     is ``penalty_changes`` and ``history``, so a resumed run decides the same.
     """
-    descent = penalty_changes[penalty_changes[:, 2] == DESCENT]
-    if not len(descent):
+    # balancing never acts once the descent has begun: the last change says which rules
+    if not len(penalty_changes) or penalty_changes[-1, 2] != DESCENT:
         return None
-    if descent[-1, 1] > 1.0:  # doubled back: fixed
+    last, factor = int(penalty_changes[-1, 0]), penalty_changes[-1, 1]
+    if factor > 1.0:  # doubled back: fixed
         return 1.0
-    last = int(penalty_changes[-1, 0])
     if done_round % DESCENT_WINDOW or done_round - DESCENT_WINDOW < last + DESCENT_SETTLE:
         return 1.0
     now = residual_ratio(history, done_round, DESCENT_WINDOW)
