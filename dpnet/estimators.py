@@ -92,7 +92,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     The starting penalty (``c=None``) is scaled by the centred design's curvature
     lambda_max(X~^T X~)/n, as public as the mean (docs/algorithms.md, "The start under label
     privacy"). Record privacy protects the features: there the columns are used as given and
-    the start is the graph's alone.
+    the start is the graph's alone. ``adapt_c`` (label privacy only) lets the machines change
+    c together from their shared statistics: residual balancing, then its descent in the tail
+    (docs/algorithms.md, "The descent of c in the tail").
 
     ``groups``: one group id per column (the columns of a group enter and leave the model
     together; default None: one group per column). A constructor parameter, so that
