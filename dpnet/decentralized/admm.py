@@ -301,9 +301,7 @@ def descent_factor(
     if not len(penalty_changes) or penalty_changes[-1, 2] != DESCENT:
         return None
     last, factor = int(penalty_changes[-1, 0]), penalty_changes[-1, 1]
-    if factor > 1.0:  # doubled back: fixed
-        return 1.0
-    if done_round % DESCENT_WINDOW or done_round - DESCENT_WINDOW < last + DESCENT_SETTLE:
+    if factor > 1.0 or not _window_due(done_round, last, DESCENT_SETTLE):  # fixed, or wait
         return 1.0
     now = residual_ratio(history, done_round, DESCENT_WINDOW)
     before = residual_ratio(history, last, DESCENT_WINDOW)
@@ -311,7 +309,7 @@ def descent_factor(
         return 1.0
     if now > DESCENT_JUMP * before:
         return 2.0
-    return 0.5 if np.prod(penalty_changes[:, 1]) > 1.0 else 1.0
+    return 0.5 if _above_start(penalty_changes) else 1.0
 
 
 def may_descend(
@@ -322,11 +320,21 @@ def may_descend(
     window, and the window's r/s is known."""
     last = int(penalty_changes[-1, 0]) if len(penalty_changes) else 0
     return (
-        np.prod(penalty_changes[:, 1]) > 1.0
-        and done_round % DESCENT_WINDOW == 0
-        and done_round - DESCENT_WINDOW >= last + DESCENT_QUIET
+        _above_start(penalty_changes)
+        and _window_due(done_round, last, DESCENT_QUIET)
         and residual_ratio(history, done_round, DESCENT_WINDOW) is not None
     )
+
+
+def _window_due(done_round: int, last_change: int, wait: int) -> bool:
+    """A descent decision is due: ``done_round`` ends a window of DESCENT_WINDOW rounds of
+    statistics that begins ``wait`` rounds or more after the last change of c."""
+    return done_round % DESCENT_WINDOW == 0 and done_round - DESCENT_WINDOW >= last_change + wait
+
+
+def _above_start(penalty_changes: np.ndarray) -> bool:
+    """c is above its start (the product of every change's factor, powers of 2: exact)."""
+    return bool(np.prod(penalty_changes[:, 1]) > 1.0)
 
 
 def network_decision(
