@@ -155,7 +155,8 @@ def _history(ratios: dict[int, float]) -> list[ProgressRecord]:
 def test_the_descent_halves_c_while_the_residual_ratio_grows_like_one_over_c():
     """After balancing raised c and went quiet: c is halved every DESCENT_WINDOW rounds of
     statistics (each change given DESCENT_SETTLE rounds to show) while r/s grows less than
-    DESCENT_JUMP-fold; once it jumps, c is doubled back and fixed; never below the start."""
+    DESCENT_JUMP-fold; once it jumps, c is doubled back (twice if the jump shows one halving
+    late) and fixed; never below the start nor above where the descent began."""
     config = ADMMConfig()
     stats = _stats(4e-4, 1e-4)  # r/s = 4: inside balancing's dead band
     raised = record_change(record_change(NO_CHANGES, 10, 2.0), 20, 2.0)  # c = 4 c_0
@@ -190,6 +191,18 @@ def test_the_descent_halves_c_while_the_residual_ratio_grows_like_one_over_c():
     assert decide(200, at_start, _history({1: 4.0, 86: 8.0, 146: 16.0})) == (1.0, DESCENT)
     # and doubles back there too if r/s jumps
     assert decide(200, at_start, _history({1: 4.0, 86: 8.0, 146: 80.0})) == (2.0, DESCENT)
+    # a jump seen one halving late: at the first window after the doubling back (205 + 20 +
+    # 20 <= 260), r/s still > DESCENT_JUMP x the window before the last halving (8) doubles
+    # c once more; r/s back near it, or any later window, leaves c fixed
+    late = record_change(at_start, 205, 2.0, DESCENT)
+    still = _history({1: 4.0, 86: 8.0, 146: 80.0})
+    assert decide(240, late, still) == (1.0, DESCENT)
+    assert decide(260, late, still) == (2.0, DESCENT)
+    assert decide(260, late, _history({1: 4.0, 86: 8.0, 146: 80.0, 206: 8.0})) == (1.0, DESCENT)
+    assert decide(280, late, still) == (1.0, DESCENT)
+    # but never above where the descent began
+    began = record_change(late, 265, 2.0, DESCENT)
+    assert decide(320, began, still) == (1.0, DESCENT)
     # within ADAPT_FLOOR x tol balancing pauses and no descent begins, but one under way goes on
     near = _stats(4e-4, 1e-4)
     near[1] = ADAPT_FLOOR * config.tol / 2

@@ -292,24 +292,33 @@ def descent_factor(
     Below the best c the consensus itself becomes the slow mode and r/s jumps (10-100x per
     halving). So, every DESCENT_WINDOW rounds of statistics, with the last change given
     DESCENT_SETTLE rounds to show: if the median r/s of the window grew more than
-    DESCENT_JUMP-fold over the window before the last halving, c is doubled back and fixed
-    for the rest of the run; else c is halved again, down to the start at most. Every
-    machine reads the same statistics, so c changes in the same round everywhere; the state
-    is ``penalty_changes`` and ``history``, so a resumed run decides the same.
+    DESCENT_JUMP-fold over the window before the last halving, c is doubled back; else c is
+    halved again, down to the start at most. A jump can show one halving late (a ring: the
+    slow mode grows for 60 rounds), so at the first window after a doubling back, an r/s
+    still more than DESCENT_JUMP-fold over that same reference doubles c once more, up to
+    where the descent began; after that c is fixed for the rest of the run. Every machine
+    reads the same statistics, so c changes in the same round everywhere; the state is
+    ``penalty_changes`` and ``history``, so a resumed run decides the same.
     """
     # balancing never acts once the descent has begun: the last change says which rules
     if not len(penalty_changes) or penalty_changes[-1, 2] != DESCENT:
         return None
     last, factor = int(penalty_changes[-1, 0]), penalty_changes[-1, 1]
-    if factor > 1.0 or not _window_due(done_round, last, DESCENT_SETTLE):  # fixed, or wait
+    if not _window_due(done_round, last, DESCENT_SETTLE):
         return 1.0
+    if factor > 1.0 and _window_due(done_round - DESCENT_WINDOW, last, DESCENT_SETTLE):
+        return 1.0  # the first window after a doubling back has been read: fixed
+    descent = penalty_changes[penalty_changes[:, 2] == DESCENT, 1]
+    if factor > 1.0 and np.prod(descent) >= 1.0:
+        return 1.0  # doubled back to where the descent began
+    last_halving = int(penalty_changes[penalty_changes[:, 1] < 1.0, 0][-1])
     now = residual_ratio(history, done_round, DESCENT_WINDOW)
-    before = residual_ratio(history, last, DESCENT_WINDOW)
+    before = residual_ratio(history, last_halving, DESCENT_WINDOW)
     if now is None or before is None:
         return 1.0
     if now > DESCENT_JUMP * before:
         return 2.0
-    return 0.5 if _above_start(penalty_changes) else 1.0
+    return 0.5 if factor < 1.0 and _above_start(penalty_changes) else 1.0
 
 
 def may_descend(
