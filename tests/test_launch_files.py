@@ -107,6 +107,15 @@ def test_dockerfile_facts() -> None:
     for src in re.findall(r"^COPY ((?:\S+ )+)\S+$", text, re.M):
         for item in src.split():
             assert (REPO / item).exists(), f"Dockerfile copies missing {item}"
+    # the context is an allowlist: the install's sources and every launch file it installs
+    ignore = (REPO / ".dockerignore").read_text().splitlines()
+    assert "*" in ignore  # everything else stays out (the checkout's data and results too)
+    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    installed = set(re.findall(r"\binstall [^\n]*?(launch/\S+)", text))
+    assert installed and {"pyproject.toml", "README.md", "LICENSE", "dpnet"} | installed <= allowed
+    assert all((REPO / item).exists() for item in allowed)
+    # few layers: the vfs storage driver copies the whole image at each one
+    assert len(re.findall(r"^(?:RUN|COPY|ADD) ", text, re.M)) == 3
     assert 'ENTRYPOINT ["dpnet-entrypoint"]' in text
     # both ends of an ssh session notice a silent peer (cut link)
     assert "ServerAliveInterval" in text and "ClientAliveInterval" in text
