@@ -34,7 +34,6 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-from scipy.optimize import brentq
 
 from dpnet.decentralized.admm import (
     ADMMConfig,
@@ -126,6 +125,8 @@ def intercept_only(loss: Any, n_pos: float, n_neg: float) -> float:
     def slope(b: float) -> float:
         d_pos, d_neg = loss.derivative(np.array([b, -b]))
         return float(n_pos * d_pos - n_neg * d_neg)
+
+    from scipy.optimize import brentq  # here: every rank imports this module, few run CV
 
     lo, hi = -INTERCEPT_BRACKET, INTERCEPT_BRACKET
     if not (slope(lo) < 0 < slope(hi)):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from scipy import optimize, special
+from scipy import special
 
 from dpnet.checks import positive
 from dpnet.errors import PrivacyError
@@ -52,7 +52,9 @@ def gaussian_sigma(
         lo /= 10.0
     while _analytic_gaussian_delta(hi, eps) > delta:
         hi *= 10.0
-    s = optimize.brentq(
+    from scipy.optimize import brentq  # here: every rank imports this module, few calibrate
+
+    s = brentq(
         lambda v: _analytic_gaussian_delta(v, eps) - delta, lo, hi, xtol=1e-14, rtol=1e-14
     )
     return float(s) * sens
