@@ -54,9 +54,7 @@ def gaussian_sigma(
         hi *= 10.0
     from scipy.optimize import brentq  # here: every rank imports this module, few calibrate
 
-    s = brentq(
-        lambda v: _analytic_gaussian_delta(v, eps) - delta, lo, hi, xtol=1e-14, rtol=1e-14
-    )
+    s = brentq(lambda v: _analytic_gaussian_delta(v, eps) - delta, lo, hi, xtol=1e-14, rtol=1e-14)
     return float(s) * sens
 
 
