@@ -114,7 +114,7 @@ def test_dockerfile_facts() -> None:
     installed = set(re.findall(r"\binstall [^\n]*?(launch/\S+)", text))
     assert installed and {"pyproject.toml", "README.md", "LICENSE", "dpnet"} | installed <= allowed
     assert all((REPO / item).exists() for item in allowed)
-    # few layers: the vfs storage driver copies the whole image at each one
+    # few layers: the vfs storage driver (dockerd's fallback) copies the image at each one
     assert len(re.findall(r"^(?:RUN|COPY|ADD) ", text, re.M)) == 3
     assert 'ENTRYPOINT ["dpnet-entrypoint"]' in text
     # both ends of an ssh session notice a silent peer (cut link)
