@@ -69,7 +69,8 @@ def start_within(seconds: float, rank: int) -> None:
     interpreter's wakeup file descriptor (Python runs signal handlers only once the main thread
     returns). On SIGINT / SIGTERM the rank waits up to ``SIGNAL_GRACE_SECONDS`` (rank 0; the
     others twice as long) for MPI_Init to return, and the signal's exception is raised after
-    it (so the rank ends through :func:`end_after_signal`); if it does not return, exit 130 /
+    it, by the watchdog's note or by the signal's own handler as the call returns (either way
+    the rank ends through :func:`end_after_signal`); if it does not return, exit 130 /
     143 and one line. Nothing to do if MPI runs already (a test process under pytest-mpi).
     Call from the main thread."""
     if MPI.Is_initialized():
@@ -106,12 +107,16 @@ def start_within(seconds: float, rank: int) -> None:
     guard.start()
     provided = ctypes.c_int()
     init = ctypes.CDLL(MPI.__file__).MPI_Init_thread  # the library mpi4py is linked to
-    code = init(None, None, ctypes.c_int(MPI.THREAD_MULTIPLE), ctypes.byref(provided))
-    started.set()
-    guard.join()
-    signal.set_wakeup_fd(previous)
-    os.close(wake_read)
-    os.close(wake_write)
+    try:
+        code = init(None, None, ctypes.c_int(MPI.THREAD_MULTIPLE), ctypes.byref(provided))
+    finally:
+        # the signal's own handler may raise as the call returns: the watchdog stands down
+        # then too (its plain exit would end a rank of a started world without MPI_Abort)
+        started.set()
+        guard.join()
+        signal.set_wakeup_fd(previous)
+        os.close(wake_read)
+        os.close(wake_write)
     if code != 0:
         raise RuntimeError(f"MPI_Init_thread failed with error code {code}")
     if signalled:
