@@ -55,12 +55,15 @@ def _generator_states(value: Any) -> Iterator[dict[str, Any]]:
             yield from _generator_states(item)
 
 
+def _read(checkpoint: Path) -> tuple[dict[str, Any], np.ndarray]:
+    """A checkpoint file's metadata and its randomized labels: what an attacker holding it reads."""
+    with np.load(checkpoint, allow_pickle=False) as stored:
+        return json.loads(str(stored["meta"])), stored["y_randomized"].copy()
+
+
 def attack(machine_dir: Path) -> float:
     """Guess machine 0's raw label from its latest checkpoint and the public p."""
-    latest = sorted(machine_dir.glob("round-*.npz"))[-1]
-    with np.load(latest, allow_pickle=False) as stored:
-        meta = json.loads(str(stored["meta"]))
-        randomized = stored["y_randomized"].copy()
+    meta, randomized = _read(sorted(machine_dir.glob("round-*.npz"))[-1])
     for state in _generator_states(meta):
         rewound = np.random.Generator(np.random.PCG64())
         rewound.bit_generator.state = state
@@ -118,8 +121,7 @@ def test_checkpoints_written_under_mpiexec_hold_no_stream_state(tmp_path):
     written = sorted((workdir / "ck").glob("machine-*/round-*.npz"))
     assert {path.parent.name for path in written} == {f"machine-{j}" for j in range(J)}
     for path in written:
-        with np.load(path, allow_pickle=False) as stored:
-            meta = json.loads(str(stored["meta"]))
+        meta, _ = _read(path)
         assert list(_generator_states(meta)) == [], f"{path}: a stream state was written"
 
 

@@ -119,7 +119,7 @@ def test_mpi_signal_to_ranks_in_rounds(tmp_path, signum, ranks) -> None:  # noqa
 # watchdog's plain exit a grace later, which hydra takes for a crash (it killed the others and
 # mpiexec said exit 9: seen once in tests/test_chaos.py's terminate-in-start-up case).
 _INIT_RETURNS_SIGNALLED = """
-import ctypes, os, signal, sys, time
+import os, signal, time
 from dpnet.errors import Terminated
 from dpnet.network import mpi_comm
 from dpnet.run import _terminate
