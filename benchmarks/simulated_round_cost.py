@@ -29,7 +29,7 @@ Memory floor (the second yardstick): a product with the whole (J, n, d) stack re
 floats (39 MB at J = 1,000) for 2 J n d flops and is bandwidth-bound, so the flop yardstick
 understates what stacked numpy products can reach. Timed in the same process, one pass over
 the whole stack each (CPU time), by the simulator's own stacked products
-(:func:`batched.matvecs`, :func:`batched.vecmats`): the step solve K_j g_j on a (J, d, d)
+(:func:`stacked.matvecs`, :func:`stacked.vecmats`): the step solve K_j g_j on a (J, d, d)
 stack of inverse Newton matrices, X~_j s_j on the (J, n, d) stack and the left product
 X~_j^T w_j; each alone, again and again (the fastest pass, as warm as the caches keep the stack: the
 floor), and the three in turn as an iteration runs them (interleaved, median). The floor is
@@ -50,7 +50,7 @@ from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, stacked_job, write_csv
 from benchmarks.flop_count import factor_flops, matrix_flops, product_flops, solve_flops
-from dpnet.decentralized import batched
+from dpnet.decentralized import batched, stacked
 from dpnet.decentralized.batched import StackedShards, run_batched
 from dpnet.losses.margin import MarginLoss
 
@@ -170,9 +170,9 @@ def pass_times(data: StackedShards, repeats: int) -> dict[str, float]:
     inverses = rng.standard_normal((n_mach, dim, dim))
     step, weights = rng.standard_normal((n_mach, dim)), rng.standard_normal((n_mach, n_rows))
     products = {  # the simulator's own stacked products
-        "solve": lambda: batched.matvecs(inverses, step),
-        "right": lambda: batched.matvecs(data.X, step),
-        "left": lambda: batched.vecmats(weights, data.X),
+        "solve": lambda: stacked.matvecs(inverses, step),
+        "right": lambda: stacked.matvecs(data.X, step),
+        "left": lambda: stacked.vecmats(weights, data.X),
     }
 
     def seconds(product: Callable[[], Any]) -> float:
