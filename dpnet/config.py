@@ -513,7 +513,7 @@ class RunConfig:
             ("--checkpoint", self.checkpoint is not None),
             ("--resume", self.resume is not None),
             (f"--theta-solver {self.theta_solver}", self.theta_solver != "newton"),
-            # the certified step solves to the tolerance its sensitivity bound needs
+            # the record mode's theta step is its own, of fixed work (record.fixed_work)
             ("--theta-rtol", self.theta_rtol != _ADMM.theta_rtol),
         ]
         for option, given in unusable:

@@ -214,7 +214,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                 "(longer rows are scaled to it), got None"
             )
         if self.theta_solver != "newton":
-            raise ConfigError("privacy='record' needs theta_solver='newton' (the certified step)")
+            raise ConfigError(
+                "privacy='record' runs its own fixed-work theta step: leave theta_solver at "
+                "'newton'"
+            )
         multiplier = composed_gaussian_multiplier(self.epsilon, self.delta, rounds)
         return RecordNoise(multiplier, self.row_bound, seed)
 

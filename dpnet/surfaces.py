@@ -29,7 +29,7 @@ class Surface:
     """One output of the main job."""
 
     name: str
-    kind: Literal["stream", "file", "directory", "message"]
+    kind: Literal["stream", "file", "directory", "message", "work"]
     option: str | None  # the RunConfig field that asks for it; None: every run has it
     released: bool  # inside the release boundary
     holds: str
@@ -58,6 +58,14 @@ SURFACES: tuple[Surface, ...] = (
         None,
         True,
         "what each machine sends rank 0 at the end: its MachineRelease and CVResult",
+    ),
+    Surface(
+        "operations",
+        "work",
+        None,
+        True,
+        "what each process computes on the rows (loss evaluations and their sizes, Newton "
+        "solves and factorizations): it sets when every message leaves, so it is released",
     ),
     Surface("results", "file", "output", True, "the results JSON (dpnet.report)"),
     Surface("plot", "file", "plot", True, "the convergence figure"),

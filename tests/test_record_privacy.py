@@ -21,11 +21,10 @@ from dpnet.decentralized import batched, boundary
 from dpnet.decentralized.admm import ADMMConfig, initial_penalty
 from dpnet.decentralized.batched import StackedShards, run_batched, theta_update_newton_batched
 from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.record import RecordNoise, private_theta_step
+from dpnet.decentralized.record import RecordNoise, fixed_work, private_thetas
 from dpnet.decentralized.steps import (
     GroupStructure,
     LocalData,
-    theta_gradient,
     theta_update_newton,
 )
 from dpnet.errors import ConfigError
@@ -115,15 +114,28 @@ def test_rows_beyond_the_bound_are_clipped_at_the_boundary() -> None:
     )
 
 
-def test_the_release_gets_a_certified_theta_and_the_stated_sensitivity(monkeypatch) -> None:
-    """What private_theta_step hands the release: a theta whose gradient norm is <= tau and
-    the sensitivity 2 L sqrt(R^2 + 1)(1 + 2e-6) / (n c d_j), written out here; the batched
-    simulator hands every machine's the same."""
+def _block(data: LocalData, k: int = 1) -> StackedShards:
+    return StackedShards.stack([data] * k)
+
+
+def _alone(
+    noise: RecordNoise, data: LocalData, center: np.ndarray, rho: float, rank: int = 0
+) -> np.ndarray:
+    """private_thetas of one machine (an MPI rank's block of one) in round 1."""
+    one = StackedShards.one(data)
+    return private_thetas(noise, one, center[None], np.array([rho]), 1, np.array([rank]))[0]
+
+
+def test_the_release_gets_the_fixed_work_theta_and_the_stated_sensitivity(monkeypatch) -> None:
+    """What private_thetas hands the release, for a machine alone (an MPI rank's block of one)
+    and inside a block of two (the simulator's): the fixed-work theta, within tau / rho of the
+    exact theta step, and the sensitivity 2 L sqrt(R^2 + 1)(1 + 2e-6) / (n c d_j), written
+    out here, each machine with its own rank and round."""
     rng = np.random.default_rng(3)
     X, y = _shard(rng)
     n_total, c, d = 60, 0.7, 3
     data = _data(X, y, n_total, UnbiasedLogistic(0.75))
-    z_nbhd, v_in = rng.standard_normal((d, DIM + 1)), rng.standard_normal((d, DIM + 1))
+    center = rng.standard_normal(DIM + 1)
     noise = RecordNoise(5.0, R, seed=4)
     seen = []
 
@@ -132,7 +144,9 @@ def test_the_release_gets_a_certified_theta_and_the_stated_sensitivity(monkeypat
         return theta
 
     monkeypatch.setattr(boundary, "release_theta", spy)
-    private_theta_step(noise, data, z_nbhd, v_in, np.zeros(DIM + 1), c, 2, 7)
+    private_thetas(
+        noise, StackedShards.one(data), center[None], np.array([c * d]), 7, np.array([2])
+    )
     theta, sens, mult, rank, round_ = seen[0]
     lipschitz = 0.75 / (2 * 0.75 - 1)
     assert sens == pytest.approx(
@@ -140,17 +154,91 @@ def test_the_release_gets_a_certified_theta_and_the_stated_sensitivity(monkeypat
     )
     assert (mult, rank, round_) == (5.0, 2, 7)
     tau = 1e-6 * 2 * lipschitz * math.sqrt(R**2 + 1) / n_total
-    assert np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta, c)) <= tau
+    exact = _exact_theta(data, center, c * d)
+    assert np.linalg.norm(theta - exact) <= tau / (c * d)
 
-    stack = StackedShards.stack([data, data])
-    center = (z_nbhd + v_in / c).mean(axis=0)
     rho = np.array([c * d, 2 * c * d])
-    batched.private_thetas_batched(
-        noise, stack, np.stack([center, center]), rho, np.zeros((2, DIM + 1)), 7
-    )
+    private_thetas(noise, _block(data, 2), np.stack([center, center]), rho, 7, np.array([0, 1]))
     assert [s[1] for s in seen[1:]] == pytest.approx([sens, sens / 2])
     assert [s[3:] for s in seen[1:]] == [(0, 7), (1, 7)]
-    np.testing.assert_allclose(seen[1][0], theta, atol=1e-9)
+    np.testing.assert_array_equal(seen[1][0], theta)  # a block computes each machine's alone
+
+
+def _fewest_steps(rows: int, rho: float, row_bound: float, loss, n_total: int) -> int:
+    """The least K with q^K G <= tau, counted one step at a time (fixed_work's closed form,
+    derived again from its definitions)."""
+    r2 = row_bound**2 + 1
+    smooth = rho + loss.curvature_bound * rows * r2 / n_total
+    q = (smooth - rho) / (smooth + rho)
+    gap = loss.lipschitz_bound * rows * math.sqrt(r2) / n_total  # G: the start's bound
+    tau = 1e-6 * 2 * loss.lipschitz_bound * math.sqrt(r2) / n_total
+    k = 1
+    while gap * q**k > tau:
+        k += 1
+    return k
+
+
+@pytest.mark.parametrize("loss", [Logistic(), UnbiasedLogistic(0.8)])
+@pytest.mark.parametrize("rows,rho,row_bound", [(6, 0.05, 3.0), (40, 0.5, 1.0), (200, 0.02, 5.0)])
+def test_the_fixed_count_reaches_tau_on_the_hardest_shards(loss, rows, rho, row_bound) -> None:
+    """The fixed-work theta step ends within tau / rho of the exact one (Lemma 1a) on shards
+    built to be hard: every row at the bound along one direction (the gradient at the start as
+    large as it can be), the centre deep in the loss's linear part or at its curved middle,
+    and random rows; its count is the least K with q^K G <= tau, counted step by step here."""
+    n_total = 4 * rows
+    noise = RecordNoise(1.0, row_bound)
+    rng = np.random.default_rng(rows)
+    direction = np.eye(DIM)[0] * row_bound
+    shards = {
+        "aligned": (np.tile(direction, (rows, 1)), np.ones(rows)),
+        "random": _shard(rng, rows),
+    }
+    shards["random"][0][:] *= row_bound / R
+    _, count = fixed_work(noise, loss, np.array([rows]), n_total, np.array([rho]))
+    assert int(count[0]) == _fewest_steps(rows, rho, row_bound, loss, n_total)
+    tau = 1e-6 * 2 * loss.lipschitz_bound * math.hypot(row_bound, 1.0) / n_total
+    for X, y in shards.values():
+        data = _data(X, y, n_total, loss)
+        for center in (np.r_[np.zeros(DIM), -40.0], np.zeros(DIM + 1), rng.normal(size=DIM + 1)):
+            found: list[np.ndarray] = []
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(boundary, "release_theta", lambda theta, *a, f=found: f.append(theta))
+                _alone(noise, data, center, rho)
+            exact = _exact_theta(data, center, rho)
+            assert np.linalg.norm(found[0] - exact) <= tau / rho
+
+
+def test_the_work_of_a_round_is_the_same_for_every_shard(monkeypatch) -> None:
+    """The rows the theta step's gradients read, per machine, for a shard and for its
+    neighbour with one record replaced by an extreme one (and another label): the same count,
+    fixed_work's, on a block of one and on a block of three shards of unequal size."""
+    rng = np.random.default_rng(8)
+    X, y = _shard(rng, 9)
+    X1, y1 = X.copy(), y.copy()
+    X1[4], y1[4] = -R * np.ones(DIM) / math.sqrt(DIM), -y[4]
+    others = [_data(*_shard(rng, n), 40) for n in (5, 7)]
+    read: list[np.ndarray] = []
+    real = StackedShards.loss_gradient
+
+    def counted(self, idx, margins, first=None):
+        read.append(idx.copy())
+        return real(self, idx, margins, first)
+
+    monkeypatch.setattr(StackedShards, "loss_gradient", counted)
+    monkeypatch.setattr(boundary, "release_theta", lambda theta, *a: theta)
+    noise = RecordNoise(2.0, R)
+    rho = np.array([0.3, 0.6, 0.9])
+    work = []
+    for shard in (_data(X, y, 40), _data(X1, y1, 40)):
+        read.clear()
+        block = StackedShards.stack([shard, *others])
+        private_thetas(noise, block, rng.normal(size=(3, DIM + 1)), rho, 1, np.arange(3))
+        per_machine = np.bincount(np.concatenate(read), minlength=3)
+        read.clear()
+        _alone(noise, shard, np.zeros(DIM + 1), float(rho[0]))
+        work.append((per_machine.tolist(), len(read)))
+    _, count = fixed_work(noise, Logistic(), np.array([9, 5, 7]), 40, rho)
+    assert work[0] == work[1] == (count.tolist(), count[0])
 
 
 def test_theta_noise_is_the_stated_gaussian() -> None:
@@ -159,15 +247,13 @@ def test_theta_noise_is_the_stated_gaussian() -> None:
     rng = np.random.default_rng(5)
     X, y = _shard(rng)
     data = _data(X, y, 30)
-    z_nbhd, v_in, c = rng.standard_normal((2, DIM + 1)), np.zeros((2, DIM + 1)), 0.5
+    z_nbhd, c = rng.standard_normal((2, DIM + 1)), 0.5
     mult = 3.0
-    exact = _exact_theta(data, z_nbhd.mean(axis=0), c * 2)
+    center = z_nbhd.mean(axis=0)
+    exact = _exact_theta(data, center, c * 2)  # the fixed-work theta is within 1e-6 Delta
     std = mult * RecordNoise(mult, R).numerator(30, 1.0) / (c * 2)
     draws = np.stack(
-        [
-            private_theta_step(RecordNoise(mult, R, seed=s), data, z_nbhd, v_in, exact, c, 0, 1)
-            for s in range(4000)
-        ]
+        [_alone(RecordNoise(mult, R, seed=s), data, center, c * 2) for s in range(4000)]
     )
     z = ((draws - exact) / std).ravel()
     assert abs(z.mean()) < 4 / math.sqrt(z.size)
@@ -221,7 +307,7 @@ def _stream_statistics(
     """Likelihood-ratio statistic of an observer of one machine's messages over ``rounds``
     rounds, the machine's rows being pair[truth], for ``trials`` independent runs (stacked as
     machines of the simulator). Each round the machine releases its theta through the real
-    batched path (certified Newton step, its own stream per trial and round); the first centre
+    batched path (the fixed-work theta step, its own stream per trial and round); the first centre
     has a very negative intercept (the sensitivity nearly attained), the next round's centre is
     the released theta (an adaptive, public post-processing). The observer knows
     both candidate shards and the centres, computes both exact thetas and sums
@@ -233,7 +319,7 @@ def _stream_statistics(
     llr = np.zeros(trials)
     std = assumed * noise.numerator(8, 1.0) / rho
     for t in range(1, rounds + 1):
-        released = batched.private_thetas_batched(noise, stacks[truth], center, rho_vec, center, t)
+        released = private_thetas(noise, stacks[truth], center, rho_vec, t, np.arange(trials))
         exact = [
             theta_update_newton_batched(s, center, rho_vec, center, tol=1e-14)[0] for s in stacks
         ]
@@ -296,14 +382,14 @@ def test_a_neighbours_membership_attack_stays_under_epsilon(monkeypatch) -> None
     others = [_data(*_shard(rng, 4), 8) for _ in range(2)]
     graph = nx.path_graph(3)
     seen: list = []
-    real = batched.private_thetas_batched
+    real = batched.private_thetas
 
-    def observed(noise, data, center, rho, theta_prev, round_):
-        out = real(noise, data, center, rho, theta_prev, round_)
+    def observed(noise, data, center, rho, round_, ranks):
+        out = real(noise, data, center, rho, round_, ranks)
         seen.append((center[0].copy(), float(rho[0]), out[0].copy()))
         return out
 
-    monkeypatch.setattr(batched, "private_thetas_batched", observed)
+    monkeypatch.setattr(batched, "private_thetas", observed)
     one = [StackedShards.stack([d]) for d in pair]
     results = {}
     for fraction, runs in ((1.0, 500), (0.05, 200)):

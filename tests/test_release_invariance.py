@@ -140,6 +140,7 @@ COLLECTORS: dict[str, Callable[[Finished], object]] = {
     "stderr": lambda run: run.done.stderr,
     "neighbour messages": _messages("neighbour messages"),
     "final gather": _messages("final gather"),
+    "operations": _messages("operations"),
     "results": _file("output"),
     "plot": _file("plot"),
     "cv plot": _file("cv_plot"),

@@ -11,7 +11,10 @@ mechanism, the real streams module, the real output code) except that
 - with ``DPNET_TEST_FIXED_THETAS`` set (``--privacy record``), every released theta is
   :func:`fixed_theta` of its machine and round, whatever the rows and the noise stream: the
   released values held fixed while the raw records change;
-- every clock reads 0 (timings are the only part of a release that is not reproducible);
+- every clock reads 0 (timings are the only part of a release that is not reproducible), and
+  what each process computes on the rows is counted instead (:func:`_count_operations`):
+  every loss evaluation with its size, every Newton solve and factorization; at exit the
+  counts are written as the ``process <rank> operations`` line;
 - every message a machine sends is hashed, by surface of :data:`dpnet.surfaces.SURFACES`
   ("neighbour messages"; "final gather", without the oracle part, which is a surface of its
   own), and at exit each process writes ``machine <rank> <surface>: <digest>`` lines to the
@@ -24,17 +27,20 @@ write and send the same bytes. Lives in tests/, never in the package: no backdoo
 from __future__ import annotations
 
 import atexit
+import collections
 import hashlib
 import os
 import pickle
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from dpnet import run, streams
-from dpnet.decentralized import boundary
+from dpnet.decentralized import batched, boundary, steps
+from dpnet.losses import margin
 from dpnet.network import inprocess
 from dpnet.privacy.binary_rr import flip_labels
 from tests.stopped_clocks import stop_clocks
@@ -67,6 +73,40 @@ def raw_labels_for(target: np.ndarray, key: int, part: int, keep_prob: float) ->
 
 
 _digests: dict[tuple[int, str], hashlib._Hash] = {}
+_operations: collections.Counter[tuple[str, int]] = collections.Counter()
+_operations_lock = threading.Lock()
+LOSS_METHODS = ("value", "derivative", "curvature", "derivatives", "value_and_derivative")
+SOLVERS = {  # module -> the functions through which it solves or factorizes
+    steps: ("newton_direction", "dposv", "dpotrf", "dpotrs", "cho_factor", "cho_solve"),
+    batched: ("dpotrf", "dpotri", "theta_update_newton_batched"),
+}
+
+
+def _counted(name: str, real):  # noqa: ANN001, ANN202
+    def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        sizes = [a.size for a in args if isinstance(a, np.ndarray)]
+        with _operations_lock:
+            _operations[(name, sizes[-1] if sizes else 0)] += 1
+        return real(*args, **kwargs)
+
+    return call
+
+
+def _count_operations() -> None:
+    """Count every loss evaluation (by method and array size) and every solve or
+    factorization (by function): the work of a machine, which sets when its messages leave."""
+    for cls in (margin.Logistic, margin.UnbiasedLogistic, margin.HuberizedHinge):
+        for method in LOSS_METHODS:
+            if method in vars(cls):
+                setattr(cls, method, _counted(f"{cls.__name__}.{method}", vars(cls)[method]))
+    for module, names in SOLVERS.items():
+        for name in names:
+            setattr(module, name, _counted(name, getattr(module, name)))
+
+
+def _rank() -> str:
+    announced = [os.environ[v] for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK") if v in os.environ]
+    return announced[0] if announced else "all"
 
 
 def _record(rank: int, surface: str, payload: bytes) -> None:
@@ -96,8 +136,9 @@ def _hash_messages(cls: type) -> None:
 
 def _write_digests() -> None:
     where = os.environ.get(MESSAGES_VARIABLE)
-    if where and _digests:
+    if where and (_digests or _operations):
         lines = [f"machine {r} {s}: {d.hexdigest()}" for (r, s), d in sorted(_digests.items())]
+        lines.append(f"process {_rank()} operations: {sorted(_operations.items())}")
         (Path(where) / f"{os.getpid()}.txt").write_text("\n".join(lines) + "\n")
 
 
@@ -112,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get(FIXED_THETAS_VARIABLE):
         boundary.release_theta = fixed_theta
     _hash_messages(inprocess.InProcessCommunicator)
+    _count_operations()
     if "OMPI_COMM_WORLD_RANK" in os.environ or "PMI_RANK" in os.environ:
         from dpnet.network.mpi_comm import MPICommunicator
 

@@ -25,8 +25,9 @@ from dpnet.decentralized.record import (
     RECORD_RELAXATION,
     RecordNoise,
     penalty_factor,
-    private_theta_step,
+    private_thetas,
 )
+from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import (
     THETA_RTOL,
     ChordNewton,
@@ -38,6 +39,7 @@ from dpnet.decentralized.steps import (
     dual_update,
     local_objective,
     newton_system_kind,
+    prox_center,
     residuals,
     scaled_residual,
     theta_step_newton,
@@ -584,7 +586,14 @@ def run_machine(
                 {"relative": config.theta_rtol} if theta_tol is None else {"tol": theta_tol}
             )
             if config.record is not None:
-                theta = private_theta_step(config.record, data, z_in, v_in, theta, c, comm.rank, t)
+                theta = private_thetas(
+                    config.record,
+                    StackedShards.one(data),
+                    prox_center(z_in, v_in, c)[None],
+                    np.array([c * z_in.shape[0]]),
+                    t,
+                    np.array([comm.rank]),
+                )[0]
             elif chord is not None:
                 theta, loss, theta_error = chord(z_in, v_in, theta, c, **solve_to)
             elif config.theta_solver == "newton":

@@ -58,7 +58,7 @@ from dpnet.decentralized.admm import (
     record_progress,
     take_decision,
 )
-from dpnet.decentralized.record import CERTIFY_ATTEMPTS, RecordNoise, release_all
+from dpnet.decentralized.record import private_thetas
 from dpnet.decentralized.stacked import (
     StackedShards,
     machine_rows,
@@ -79,7 +79,7 @@ from dpnet.decentralized.steps import (
     theta_tolerance,
 )
 from dpnet.decentralized.termination import MESSAGE_SIZE, bfs_tree, tree_plan
-from dpnet.errors import MachineFailure, PrivacyError
+from dpnet.errors import MachineFailure
 
 FLOAT_BYTES = 8
 
@@ -470,42 +470,6 @@ def theta_update_newton_batched(
     return points.theta.copy(), final_norm
 
 
-def theta_gradient_batched(
-    data: StackedShards, center: np.ndarray, rho: np.ndarray, theta: np.ndarray
-) -> np.ndarray:
-    """Every machine's gradient of its theta step's objective at theta (rows), as
-    :func:`dpnet.decentralized.steps.theta_gradient` (padded rows have zero features)."""
-    margin = data.y * matvecs(data.X, theta)
-    everyone = np.arange(theta.shape[0])
-    return data.loss_gradient(everyone, margin) + rho[:, None] * (theta - center)
-
-
-def private_thetas_batched(
-    noise: RecordNoise,
-    data: StackedShards,
-    center: np.ndarray,
-    rho: np.ndarray,
-    theta_prev: np.ndarray,
-    round_: int,
-) -> np.ndarray:
-    """:func:`dpnet.decentralized.record.private_theta_step` for every machine: the Newton
-    step to the gradient norm tau (checked), then each machine's own release."""
-    lipschitz = data.loss.lipschitz_bound
-    tol = noise.solve_tol(data.n_total, lipschitz)
-    theta = theta_prev
-    for _ in range(CERTIFY_ATTEMPTS):
-        theta, _ = theta_update_newton_batched(data, center, rho, theta, tol=tol)
-        unsolved = np.linalg.norm(theta_gradient_batched(data, center, rho, theta), axis=1) > tol
-        if not unsolved.any():
-            break
-    else:
-        raise PrivacyError(
-            f"machine {int(np.flatnonzero(unsolved)[0])}: the theta step of round {round_} did "
-            f"not reach the gradient norm {tol:.3g} its sensitivity bound needs"
-        )
-    return release_all(noise, theta, rho, noise.numerator(data.n_total, lipschitz), round_)
-
-
 def _residuals(
     z: np.ndarray, z_prev: np.ndarray, theta: np.ndarray, c: float, edges: EdgeIndex
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -605,9 +569,9 @@ def run_batched(
             if a != 1.0:
                 z_edge = a * z_edge + (1.0 - a) * theta[edges.col]
             center = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
-            theta_error: np.ndarray | float = 0.0  # the certified private step reports none
+            theta_error: np.ndarray | float = 0.0  # the fixed-work private step reports none
             if config.record is not None:
-                theta = private_thetas_batched(config.record, data, center, rho, theta, t)
+                theta = private_thetas(config.record, data, center, rho, t, np.arange(n_mach))
             else:
                 assert points is not None  # made for the non-private step
                 solve_to = (

@@ -18,9 +18,10 @@ grad F_D(theta'*) = -grad g(theta'*),
     rho ||theta'* - theta*||^2 <= <grad F_D(theta'*) - grad F_D(theta*), theta'* - theta*>
                                <= ||grad g(theta'*)|| ||theta'* - theta*||,
 
-so ||theta*(D) - theta*(D')|| <= 2 L R~ / (n rho). The solver returns theta^ with
-||grad F(theta^)|| <= tau, checked (PrivacyError otherwise), hence ||theta^ - theta*|| <= tau/rho
-and the released value has L2 sensitivity
+so ||theta*(D) - theta*(D')|| <= 2 L R~ / (n rho). The step is a fixed number of gradient
+steps from m whose count and length are public (:func:`fixed_work`): the same work for every
+data set, and ||theta^ - theta*|| <= tau / rho guaranteed by the count, so the released value has
+L2 sensitivity
 
     Delta(rho) = (2 L R~ / n + 2 tau) / rho,   tau = SOLVE_FRACTION * 2 L R~ / n.
 
@@ -39,15 +40,17 @@ import numpy as np
 from dpnet import streams
 from dpnet.checks import positive
 from dpnet.decentralized import boundary
-from dpnet.decentralized.steps import LocalData, theta_gradient, theta_update_newton
-from dpnet.errors import ConfigError, PrivacyError
+from dpnet.decentralized.stacked import StackedShards, machine_rows, stack_matvec
+from dpnet.errors import ConfigError
+from dpnet.losses.margin import MarginLoss
 
 DEFAULT_ROUNDS = 100  # the rounds the budget is spread over (measured: penalty_factor)
 DEFAULT_DELTA = 1e-5
 RECORD_RELAXATION = 1.5
 """Over-relaxation under record privacy, where it was measured (docs/privacy.md, "Defaults,
 measured"); label privacy's default is ``ADMMConfig.relaxation``."""
-SOLVE_FRACTION = 1e-6  # solver tolerance tau as a fraction of the exact sensitivity's numerator
+SOLVE_FRACTION = 1e-6  # tau, the theta step's distance to its minimiser times rho, as a
+# fraction of the exact sensitivity's numerator 2 L R~ / n
 PENALTY_NOISE_SCALE = 12.0  # penalty_factor: s at which the start begins to grow with the noise
 PENALTY_FACTOR_MAX = 3.0
 
@@ -84,65 +87,67 @@ class RecordNoise:
         exact = 2.0 * lipschitz * math.hypot(self.row_bound, 1.0) / n_total
         return exact * (1.0 + 2.0 * SOLVE_FRACTION)
 
-    def solve_tol(self, n_total: int, lipschitz: float) -> float:
-        """tau: the gradient norm the theta step must reach."""
-        return SOLVE_FRACTION * 2.0 * lipschitz * math.hypot(self.row_bound, 1.0) / n_total
+
+def fixed_work(
+    noise: RecordNoise, loss: MarginLoss, rows: np.ndarray, n_total: int, rho: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The theta step's step size and iteration count for machines with ``rows`` rows n_j and
+    prox weights ``rho`` = c d_j: public numbers only, so every machine does the same work in
+    every round whatever its records (docs/privacy.md, "Record-level privacy", Lemma 1a).
+
+    F(theta) = f_j(theta) + (rho/2) ||theta - m||^2 is rho-strongly convex and M-smooth,
+    M = rho + L2 n_j R~^2 / n (L2 the loss's curvature bound, ||x~|| <= R~). Gradient descent
+    with the step 2 / (rho + M) brings every iterate closer to the minimiser theta* by the
+    factor q = (M - rho) / (M + rho); from theta_0 = m, ||m - theta*|| <= ||grad f_j(m)|| / rho
+    <= G / rho with G = L n_j R~ / n (L the loss's Lipschitz bound). After
+
+        K = max(1, ceil(ln(G / tau) / ln(1 / q))),   G / tau = n_j / (2 SOLVE_FRACTION),
+
+    steps ||theta_K - theta*|| <= q^K G / rho <= tau / rho: the tolerance Lemma 1 needs.
+    """
+    rows_f = np.asarray(rows, dtype=np.float64)
+    rho = np.asarray(rho, dtype=np.float64)
+    curvature = loss.curvature_bound * rows_f * (noise.row_bound**2 + 1.0) / n_total  # M - rho
+    step = 2.0 / (2.0 * rho + curvature)
+    contraction = curvature / (2.0 * rho + curvature)
+    with np.errstate(divide="ignore"):  # no curvature at all: one step is exact
+        count = np.ceil(np.log(rows_f / (2.0 * SOLVE_FRACTION)) / -np.log(contraction))
+    return step, np.maximum(count, 1.0).astype(np.int64)
 
 
-CERTIFY_ATTEMPTS = 3  # Newton restarts from its own result before the step is refused
-
-
-def private_theta_step(
+def private_thetas(
     noise: RecordNoise,
-    data: LocalData,
-    z_nbhd: np.ndarray,
-    v_in: np.ndarray,
-    theta_prev: np.ndarray,
-    c: float,
-    rank: int,
+    data: StackedShards,
+    center: np.ndarray,
+    rho: np.ndarray,
     round_: int,
+    ranks: np.ndarray,
 ) -> np.ndarray:
-    """Machine ``rank``'s released theta of round ``round_``: the theta step solved until its
-    gradient norm is <= tau (checked), then :func:`boundary.release_theta` with sensitivity
-    Delta(c d_j) and a stream made for this draw alone."""
-    n, lipschitz = data.n_total, data.loss.lipschitz_bound
-    tol = noise.solve_tol(n, lipschitz)
-    theta = theta_prev
-    for _ in range(CERTIFY_ATTEMPTS):
-        theta = theta_update_newton(data, z_nbhd, v_in, theta, c, tol=tol)
-        if np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta, c)) <= tol:
-            break
-    else:
-        raise PrivacyError(
-            f"machine {rank}: the theta step of round {round_} did not reach the gradient "
-            f"norm {tol:.3g} its sensitivity bound needs"
-        )
-    rho = c * z_nbhd.shape[0]
-    return boundary.release_theta(
-        theta,
-        noise.numerator(n, lipschitz) / rho,
-        noise.noise_multiplier,
-        streams.machine_theta_stream(noise.seed, rank, round_),
-        rank,
-        round_,
-    )
-
-
-def release_all(
-    noise: RecordNoise, thetas: np.ndarray, rho: np.ndarray, numerator: float, round_: int
-) -> np.ndarray:
-    """:func:`boundary.release_theta` of every machine's certified theta (rows of ``thetas``,
-    the simulator's stack), machine j with sensitivity numerator / rho[j] and its own stream."""
+    """The released thetas of round ``round_`` of a block of machines (``ranks``: machine i of
+    the block is machine ``ranks[i]`` of the network): each one's theta step by
+    :func:`fixed_work`'s gradient descent from its prox centre ``center[i]``, then
+    :func:`boundary.release_theta` with the sensitivity Delta(rho[i]) and a stream made for
+    this draw alone. An MPI rank or a thread is a block of one, the simulator a block of J."""
+    step, count = fixed_work(noise, data.loss, data.rows, data.n_total, rho)
+    theta = center.copy()
+    n_block = theta.shape[0]
+    for k in range(int(count.max())):
+        idx = np.flatnonzero(count > k)
+        rows = machine_rows(idx, n_block)
+        margin = data.y[rows] * stack_matvec(data.X, idx, theta[rows])
+        grad = data.loss_gradient(idx, margin) + rho[rows, None] * (theta[rows] - center[rows])
+        theta[rows] -= step[rows, None] * grad
+    numerator = noise.numerator(data.n_total, data.loss.lipschitz_bound)
     return np.stack(
         [
             boundary.release_theta(
-                thetas[j],
-                numerator / rho[j],
+                theta[i],
+                numerator / rho[i],
                 noise.noise_multiplier,
-                streams.machine_theta_stream(noise.seed, j, round_),
-                j,
+                streams.machine_theta_stream(noise.seed, rank, round_),
+                rank,
                 round_,
             )
-            for j in range(thetas.shape[0])
+            for i, rank in enumerate(ranks.tolist())
         ]
     )

@@ -57,6 +57,18 @@ class StackedShards:
             mask = (np.arange(n_max)[None, :] < np.array(sizes)[:, None]).astype(float)
         return cls(X, y, mask, totals.pop(), losses.pop())
 
+    @classmethod
+    def one(cls, shard: LocalData) -> StackedShards:
+        """One machine's shard as a block of one (views of its arrays, no copy)."""
+        return cls(shard.X_aug[None], shard.y[None], None, shard.n_total, shard.loss)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Every machine's row count n_j (int64, (k,)): public under replace-one."""
+        if self.mask is None:
+            return np.full(self.X.shape[0], self.X.shape[1], dtype=np.int64)
+        return self.mask.sum(axis=1).astype(np.int64)
+
     def margin_loss_sum(self, idx: np.ndarray | slice, margins: np.ndarray) -> np.ndarray:
         """sum over machine j's rows of l(margin), for the machines ``idx`` (their margins)."""
         return self._row_sums(idx, self.loss.value(margins))

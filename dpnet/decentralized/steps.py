@@ -178,7 +178,7 @@ def local_objective(data: LocalData, theta: np.ndarray) -> float:
     return float(data.loss.value(data.y * (data.X_aug @ theta)).sum() / data.n_total)
 
 
-def _prox_center(z_nbhd: np.ndarray, v_in: np.ndarray, c: float) -> np.ndarray:
+def prox_center(z_nbhd: np.ndarray, v_in: np.ndarray, c: float) -> np.ndarray:
     """m_j = mean_i (Z_i + V_ij / c) (a sum divided by d_j: np.mean's floats, without its
     Python-level wrapper)."""
     rows = v_in / c
@@ -238,7 +238,7 @@ def theta_gradient(
     data: LocalData, z_nbhd: np.ndarray, v_in: np.ndarray, theta: np.ndarray, c: float
 ) -> np.ndarray:
     """Gradient of the theta step's objective f_j(theta) + (c d_j/2) ||theta - m_j||^2."""
-    rho, m = c * z_nbhd.shape[0], _prox_center(z_nbhd, v_in, c)
+    rho, m = c * z_nbhd.shape[0], prox_center(z_nbhd, v_in, c)
     margin = data.y * (data.X_aug @ theta)
     return data.X_aug.T @ (data.y * data.loss.derivative(margin) / data.n_total) + rho * (theta - m)
 
@@ -336,7 +336,7 @@ def theta_step_newton(
     def newton(point: DescentPoint, grad: np.ndarray, _: float) -> tuple[np.ndarray, bool]:
         return newton_direction(X, point.weights(data), rho, grad, kind, gram), True
 
-    center = _prox_center(z_nbhd, v_in, c)
+    center = prox_center(z_nbhd, v_in, c)
     start = DescentPoint.at(data, theta_prev)
     end, norm = _descend(data, center, rho, start, tol, max_iter, newton, relative)
     return ThetaSolve(end.theta, end.loss_value, norm)
@@ -456,7 +456,7 @@ class ChordNewton:
                 self.anchor = self._form(self.anchor.theta, rho)
             return dpotrs(self.anchor.factor, grad)[0], fresh
 
-        center = _prox_center(z_nbhd, v_in, c)
+        center = prox_center(z_nbhd, v_in, c)
         kept = self.point
         start = (
             kept
@@ -599,7 +599,7 @@ class MajorizedThetaStep:
     def __call__(
         self, z_nbhd: np.ndarray, v_in: np.ndarray, theta_prev: np.ndarray, c: float
     ) -> np.ndarray:
-        m = _prox_center(z_nbhd, v_in, c)
+        m = prox_center(z_nbhd, v_in, c)
         rho = c * z_nbhd.shape[0]
         X, y, y_over_n, loss = self.data.X_aug, self.data.y, self.data.y_over_n, self.data.loss
         theta = theta_prev.copy()
@@ -621,7 +621,7 @@ def theta_update_gradient(
 ) -> np.ndarray:
     """The paper's theta step: ``n_steps`` (U) gradient steps of size ``step_size`` (alpha_beta)."""
     d = z_nbhd.shape[0]
-    m = _prox_center(z_nbhd, v_in, c)
+    m = prox_center(z_nbhd, v_in, c)
     rho = c * d
     X, y, y_over_n, loss = data.X_aug, data.y, data.y_over_n, data.loss
     theta = theta_prev.copy()
@@ -684,7 +684,7 @@ def scaled_residual(
     only to a fraction of the residuals (:func:`theta_tolerance`) adds g_j to it. Without it a
     first step solved to no better than its start (``--theta-rtol 1``) left every residual 0
     and stopped "converged" at theta = 0. 0 for the steps that report none (fixed numbers of
-    majorized or gradient iterations; the certified private step).
+    majorized or gradient iterations; the fixed-work private step).
     """
     if isinstance(primal, float) and isinstance(dual, float) and isinstance(norm, float):
         # one machine's floats (every round of the round loop): Python's max itself
