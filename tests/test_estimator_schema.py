@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from dpnet.data.dataset import MAX_ABS_FEATURE
+from dpnet.errors import ConfigError
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 from dpnet.privacy import PrivacyLeakWarning
 from dpnet.privacy.budget import BudgetAccountant
@@ -184,3 +185,13 @@ def test_absurd_magnitudes_are_refused_as_the_loaders_refuse_them(backend: str) 
     fitted = _model("label", backend, classes=("no", "yes")).fit(_features(), y)
     with pytest.raises(ValueError, match=TOO_LARGE):
         fitted.predict(X)
+
+
+@pytest.mark.parametrize("classes", [(1, 1), (np.nan, 1.0), (0, 1, 2)])
+def test_the_declared_pair_is_checked_before_the_data(classes: tuple) -> None:
+    """A bad ``classes`` is a ConfigError whatever the rows hold (here a NaN, which
+    scikit-learn's validate_data refused first)."""
+    X = _features()
+    X[0, 0] = np.nan
+    with pytest.raises(ConfigError, match="classes must be two distinct label values"):
+        _model("label", classes=classes).fit(X, np.ones(N))
