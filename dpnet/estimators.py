@@ -21,6 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet import streams
+from dpnet.data.dataset import check_magnitude
 from dpnet.data.partition import split_rows
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
 from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
@@ -58,11 +59,19 @@ from dpnet.penalties.group import (
 from dpnet.privacy.binary_rr import epsilon_from_keep_prob, keep_prob_from_epsilon
 from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.gaussian import composed_gaussian_multiplier
+from dpnet.privacy.leaks import PrivacyLeakWarning
 
 _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 
 
 ESTIMATOR_BACKENDS = ("auto", "simulated", "threads")
+
+
+def _equal(values: Any, label: Any) -> np.ndarray:
+    """values == label elementwise as a bool array of values' shape; False where the types
+    do not compare (an int among string labels), never a TypeError."""
+    values = np.asarray(values)
+    return np.broadcast_to(np.asarray(values == label, dtype=bool), values.shape)
 
 
 class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
@@ -104,12 +113,24 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     fit charges its (epsilon, delta) first and is refused (``BudgetExceeded``, nothing fitted)
     if that would pass the cap; epsilon = inf (no privacy) is refused by every cap.
 
-    ``classes``: the two label values, (negative, positive). Label-DP needs them public:
-    give them, and a training set holding one class only is fitted like any other. With
-    ``classes=None`` they are read from ``y`` (which values occur is then not covered by the
-    guarantee, and y must hold two classes). ``random_state``: int (reproducible; whoever
-    knows it can undo the randomized response) or None (OS entropy); machine j's flips come
-    from :func:`dpnet.streams.machine_flip_stream`, as in the main job.
+    ``classes``: the two label values, (negative, positive): the public label set both
+    guarantees assume. Given, nothing about the class set is read from ``y``: ``classes_`` is
+    the pair, y == classes[1] maps to +1 and y == classes[0] to -1, a training set holding
+    one class only is fitted like any other, and a label outside the pair is outside the data
+    domain: refused (ValueError, one line naming no value) before anything is charged. With
+    ``classes=None`` they are read from ``y`` (which must hold two classes); under a privacy
+    mode (finite ``epsilon``) that warns :class:`~dpnet.privacy.PrivacyLeakWarning` and
+    ``privacy_`` says the guarantee does not cover which values occur.
+
+    The data domain is the loaders': finite features of magnitude < ``MAX_ABS_FEATURE``
+    (1e100, :func:`dpnet.data.dataset.check_magnitude`); ``fit`` refuses others (ValueError,
+    one line, nothing charged), and so do ``decision_function`` and the predictions (there X
+    is public test data: a refusal rather than overflowing decisions). Both guarantees are
+    stated over data sets inside the domain (docs/privacy.md, "The estimator's public schema").
+
+    ``random_state``: int (reproducible; whoever knows it can undo the randomized response)
+    or None (OS entropy); machine j's flips come from :func:`dpnet.streams.machine_flip_stream`,
+    as in the main job.
 
     Learned: ``classes_``, ``backend_``, ``n_features_in_``, ``coef_``, ``intercept_``,
     ``machine_coefs_`` ((J, p+1): each machine's Z), ``n_iter_`` (rounds), ``stop_reason_``,
@@ -221,9 +242,40 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         multiplier = composed_gaussian_multiplier(self.epsilon, self.delta, rounds)
         return RecordNoise(multiplier, self.row_bound, seed)
 
-    def _labels_pm1(self, y: np.ndarray) -> np.ndarray:
-        check_classification_targets(y)
+    def _declared_classes(self) -> np.ndarray | None:
+        """``classes`` as an array of two distinct labels, or None; ConfigError otherwise.
+        Public: checked before the data is read."""
         if self.classes is None:
+            return None
+        classes = np.asarray(self.classes)
+        if (
+            classes.shape != (2,)
+            or not _equal(classes, classes).all()  # NaN is no label
+            or _equal(classes[0], classes[1])
+        ):
+            raise ConfigError(
+                "classes must be two distinct label values (negative, positive), "
+                f"got {self.classes!r}"
+            )
+        return classes
+
+    def _labels_pm1(self, y: np.ndarray, declared: np.ndarray | None) -> np.ndarray:
+        """y as +-1 (classes_[1] -> +1, classes_[0] -> -1); sets ``classes_``.
+
+        ``declared`` (the ``classes`` given): ``classes_`` is that pair and nothing about the
+        class set is read from y (not even scikit-learn's type of target); a label outside
+        the pair is outside the data domain: a one-line ValueError naming no value. None:
+        the two values of y (and a PrivacyLeakWarning under a privacy mode)."""
+        if declared is None:
+            if math.isfinite(self.epsilon):  # a privacy mode: its guarantee assumes them public
+                warnings.warn(
+                    "classes=None: the two labels were read from the private y (which values "
+                    "occur is not covered by the guarantee); declare them with "
+                    "classes=(negative, positive)",
+                    PrivacyLeakWarning,
+                    stacklevel=4,  # the caller of fit (wrapped by _fit_context)
+                )
+            check_classification_targets(y)
             classes = np.unique(y)
             if classes.size != 2:
                 raise ValueError(
@@ -232,16 +284,14 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                     f"to declare the two labels publicly"
                 )
         else:
-            classes = np.asarray(self.classes)
-            if classes.shape != (2,) or classes[0] == classes[1]:
-                raise ConfigError(
-                    "classes must be two distinct label values (negative, positive), "
-                    f"got {self.classes!r}"
+            classes = declared
+            if not (_equal(y, classes[1]) | _equal(y, classes[0])).all():
+                raise ValueError(
+                    "y holds values outside classes=(negative, positive): outside the "
+                    "declared data domain, refused"
                 )
-            if not np.isin(y, classes).all():
-                raise ValueError("y holds values outside classes")
         self.classes_ = classes
-        return np.where(y == classes[1], 1.0, -1.0)
+        return np.where(_equal(y, classes[1]), 1.0, -1.0)
 
     def _group_labels(self, groups: Any, n_features: int) -> tuple[np.ndarray, np.ndarray]:
         ids = np.arange(n_features) if groups is None else np.asarray(groups)
@@ -255,8 +305,10 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any) -> DecentralizedGroupLassoLogistic:
         """Fit on rows ``X`` (split evenly over the machines) and two-class labels ``y``."""
+        declared = self._declared_classes()  # the public schema before the data
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", y_numeric=False)
-        y_pm1 = self._labels_pm1(y)
+        check_magnitude(X, f"{type(self).__name__}.fit")  # the loaders' domain rule
+        y_pm1 = self._labels_pm1(y, declared)
         keep_prob = self._keep_prob()
         seed = streams.check_seed(self.random_state, "random_state")
         record = self.privacy == "record"
@@ -353,11 +405,16 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             / max(1, self.n_iter_),
         }
         ledger = privacy_ledger(releases, delta=self.delta if record else None)
+        schema = (
+            ""
+            if self.classes is not None
+            else "; assumes a public label set, but classes=None read it from y (not covered)"
+        )
         self.privacy_ = {
             "epsilon": None if keep_prob == 1.0 else label_epsilon,
             "keep_prob": keep_prob,
             "guarantee": "epsilon-label-DP per machine (replace one label); features are NOT "
-            "protected",
+            "protected" + schema,
             "classes_public": self.classes is not None,
             "ledger": ledger.to_dict(),
         }
@@ -368,7 +425,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                 "rounds_budget": rounds,
                 "noise_multiplier": noise.noise_multiplier,
                 "row_bound": self.row_bound,
-                "guarantee": f"{RECORD_GUARANTEE}, per machine (replace one record)",
+                "guarantee": f"{RECORD_GUARANTEE}, per machine (replace one record){schema}",
             }
         return self
 
@@ -376,6 +433,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         """x^T coef_ + intercept_: the log-odds of ``classes_[1]``."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
+        check_magnitude(X, f"{type(self).__name__}.decision_function")  # as in fit
         return X @ self.coef_ + self.intercept_
 
     def predict_proba(self, X: Any) -> np.ndarray:

@@ -14,6 +14,19 @@ from dpnet.errors import DataError
 MAX_ABS_FEATURE = 1e100
 
 
+def check_magnitude(X: np.ndarray, source: str) -> None:
+    """Raise :class:`DataError` naming ``source`` if a finite 2-D float array ``X``
+    has a value of magnitude >= :data:`MAX_ABS_FEATURE`: outside the data domain of every
+    loader and estimator, whose guarantees are stated over data sets inside it."""
+    if X.size and np.abs(X).max() >= MAX_ABS_FEATURE:
+        row = int(np.argmax((np.abs(X) >= MAX_ABS_FEATURE).any(axis=1))) + 1
+        raise DataError(
+            f"{source}: X has values of magnitude >= {MAX_ABS_FEATURE:.0e} (first in data "
+            f"row {row}); rescale the features by a known bound (dpnet never rescales by "
+            f"the data's own range)"
+        )
+
+
 @dataclass(frozen=True)
 class GroupData:
     """Rows ``X`` (float64, C-contiguous, shape (n, p)), labels ``y`` in {-1, +1} (float64, (n,)),
@@ -71,13 +84,7 @@ class GroupData:
             raise DataError(f"{source}: X has shape {X.shape}; need at least one row and column")
         if not np.isfinite(X).all():
             raise DataError(f"{source}: X contains NaN or inf")
-        if X.size and np.abs(X).max() >= MAX_ABS_FEATURE:
-            row = int(np.argmax((np.abs(X) >= MAX_ABS_FEATURE).any(axis=1))) + 1
-            raise DataError(
-                f"{source}: X has values of magnitude >= {MAX_ABS_FEATURE:.0e} (first in data "
-                f"row {row}); rescale the features by a known bound (dpnet never rescales by "
-                f"the data's own range)"
-            )
+        check_magnitude(X, source)
         if not isinstance(y, np.ndarray) or y.shape != (n,):
             shape = getattr(y, "shape", None)
             raise DataError(f"{source}: y has shape {shape}, expected ({n},) to match X")

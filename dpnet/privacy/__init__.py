@@ -33,6 +33,7 @@ _LAZY = {
     "clip_values": "clipping",
     "clip_per_example": "clipping",
     "check_row_norms": "clipping",
+    "PrivacyLeakWarning": "leaks",
 }
 
 __all__ = list(_LAZY)
