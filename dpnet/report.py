@@ -66,9 +66,11 @@ RECORD_RELEASE_NOTE = (
     "only; the objective, which reads the rows, is not released"
 )
 TIMING_NOTE = (
-    "timings: wall-clock seconds in this file and the times at which messages arrive depend "
-    "on the hardware and, through the theta step's Newton iterations, on the rows; like other "
-    "DP libraries dpnet does not defend timing side channels"
+    "timings: every round's operations are set by public numbers (the theta step takes a "
+    "public count of gradient steps), but wall-clock seconds in this file and the times at "
+    "which messages arrive still vary with the hardware, the load and the latency of "
+    "floating-point operations on particular values; like other DP libraries dpnet does not "
+    "defend such side channels"
 )
 CV_LEDGER_NOTE = "cross-validation: post-processing of the randomized labels, no extra privacy cost"
 FILE_MODE = 0o644
