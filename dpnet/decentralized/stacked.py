@@ -62,7 +62,7 @@ class StackedShards:
         """One machine's shard as a block of one (views of its arrays, no copy)."""
         return cls(shard.X_aug[None], shard.y[None], None, shard.n_total, shard.loss)
 
-    @property
+    @cached_property
     def rows(self) -> np.ndarray:
         """Every machine's row count n_j (int64, (k,)): public under replace-one."""
         if self.mask is None:
