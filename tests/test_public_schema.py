@@ -277,7 +277,7 @@ def test_libsvm_indices_are_one_based_and_mapped_into_the_declared_width(tmp_pat
     path.write_text(
         "1 0:9 1:1 3:3\n"
         "-1 2:2 4:7 123456789012:5\n"  # index 4 = P + 1 for P = 3, then one of twelve digits
-        "1 00000000007:8\n"  # leading zeros: the index 7
+        "1 00000000007:8 +99999999999:9\n"  # leading zeros: the index 7; a sign
     )
     data = load_dataset(path, n_features=3)
     np.testing.assert_array_equal(data.X, [[1, 0, 3], [0, 2, 0], [0, 0, 0]])

@@ -47,7 +47,7 @@ ADULT_FEATURES = 123
 WIDTH_LIMIT = 10**9  # declared widths lie below it
 # a LIBSVM pair whose index has ten digits or more (>= WIDTH_LIMIT, above every width; the
 # reader holds 32-bit indices): dropped from its row before parsing
-_BEYOND_EVERY_WIDTH = re.compile(rb"(?<=[ \t])0*[1-9][0-9]{9,}:\S*")
+_BEYOND_EVERY_WIDTH = re.compile(rb"(?<=[ \t])\+?0*[1-9][0-9]{9,}:\S*")
 
 
 def _one_line(exc: BaseException) -> str:
