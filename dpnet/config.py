@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 from dpnet import __version__
 from dpnet.data.labels import LabelDomain
+from dpnet.data.loaders import WIDTH_LIMIT
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.machine import LOSSES
@@ -255,6 +256,15 @@ class RunConfig:
     groups: str | None = _opt(
         None, "'size:K', comma-separated ids, or a file with one id per column", DATA
     )
+    n_features: int | None = _opt(
+        None,
+        "the public width P of every file, declared before any row is read (default: the "
+        "width a --groups list or file implies, else each CSV or npz file's own); a LIBSVM "
+        "file needs it: indices are one-based, one outside 1..P is dropped from its row",
+        DATA,
+        type=int,
+        metavar="P",
+    )
     labels: str | None = _opt(
         None,
         "the public label domain: the file values meaning -1 and "
@@ -425,6 +435,10 @@ class RunConfig:
                 f"--n-test must lie in [0, {MAX_ROWS:.0e}], got {self.n_test}",
             ),
             (self.n_groups <= 10_000, f"--n-groups must be <= 10000, got {self.n_groups}"),
+            (
+                self.n_features is None or 1 <= self.n_features < WIDTH_LIMIT,
+                f"--n-features must lie in [1, {WIDTH_LIMIT:.0e}), got {self.n_features}",
+            ),
             (self.rounds <= 10**9, f"--max-rounds must be <= 1e9, got {self.max_rounds}"),
             (0 <= self.test_fraction < 1, "--test-fraction must lie in [0, 1)"),
             (self.beta_steps >= 1, "--beta-steps must be >= 1"),
@@ -451,6 +465,8 @@ class RunConfig:
                 "--shard-sizes does not apply when every machine loads its own "
                 "file ({rank} in --data)"
             )
+        if self.n_features is not None and self.data is None:
+            raise ConfigError("--n-features declares the width of --data files (none given)")
         own_files = self.data is not None and "{rank}" in self.data
         if (self.checkpoint or self.resume) and self.seed is None and not own_files:
             raise ConfigError(

@@ -30,7 +30,7 @@ from dpnet import streams
 from dpnet.config import RunConfig
 from dpnet.data.dataset import GroupData
 from dpnet.data.labels import LabelDomain
-from dpnet.data.loaders import load_dataset
+from dpnet.data.loaders import format_of, groups_width, load_dataset
 from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized import boundary
@@ -71,19 +71,34 @@ def _labels(config: RunConfig) -> LabelDomain:
     return LabelDomain.parse(config.labels)
 
 
+def declared_width(config: RunConfig) -> int | None:
+    """The public schema's width P, declared before any private row is read: --n-features,
+    or the count of ids of a --groups list or file (both given: they must agree). None: each
+    CSV or npz file carries its own in its format; a LIBSVM --data or --test-data, which
+    carries none, is refused here, before any file is opened (ConfigError)."""
+    implied = groups_width(config.groups)
+    if config.n_features is not None and implied not in (None, config.n_features):
+        raise ConfigError(
+            f"--n-features {config.n_features} but --groups gives {implied} ids (one per column)"
+        )
+    width = config.n_features if config.n_features is not None else implied
+    for path in (config.data, config.test_data):
+        if path is not None:
+            format_of(path, width)
+    return width
+
+
+def _load(config: RunConfig, path: str, n_features: int | None) -> GroupData:
+    """A file of the job, read with the public schema: width, groups, label domain."""
+    return load_dataset(path, groups=config.groups, labels=_labels(config), n_features=n_features)
+
+
 def load_public_test(config: RunConfig, n_features: int) -> EvaluationSet | None:
-    """``--test-data``: a file the user declares public; its labels are used as they are."""
+    """``--test-data``: a file the user declares public, read at the schema's width (declared,
+    or the one the training files' format carries); its labels are used as they are."""
     if config.test_data is None:
         return None
-    # a LIBSVM file is sparse: read at the training data's width (its trailing columns may be
-    # all zero, as a9a's test file's last one is); other formats carry their width
-    test = load_dataset(
-        config.test_data, groups=config.groups, labels=_labels(config), n_features=n_features
-    )
-    if test.n_features != n_features:
-        raise ConfigError(
-            f"--test-data has {test.n_features} columns, the training data {n_features}"
-        )
+    test = _load(config, config.test_data, n_features)
     return EvaluationSet(test.X, test.y, PUBLIC)
 
 
@@ -123,7 +138,7 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
             )
         public_test = None
     else:
-        full = load_dataset(config.data, groups=config.groups, labels=_labels(config))
+        full = _load(config, config.data, declared_width(config))
         public_test = load_public_test(config, full.n_features)
         train = full
         if public_test is None and config.test_fraction > 0:
@@ -168,17 +183,17 @@ def data_per_machine(config: RunConfig) -> bool:
 
 
 def load_own_shard(config: RunConfig, rank: int) -> GroupData:
-    """Machine ``rank``'s own rows, from ``--data`` with {rank} replaced by its rank."""
+    """Machine ``rank``'s own rows, from ``--data`` with {rank} replaced by its rank, read at
+    the declared width."""
     assert config.data is not None  # callers check data_per_machine(config) first
-    return load_dataset(
-        config.data.replace(RANK_PLACEHOLDER, str(rank)),
-        groups=config.groups,
-        labels=_labels(config),
-    )
+    path = config.data.replace(RANK_PLACEHOLDER, str(rank))
+    return _load(config, path, declared_width(config))
 
 
 def check_shards_agree(rows: list[int], groups: list[list[int]]) -> None:
-    """All machines' files must describe the same columns and groups (ConfigError if not)."""
+    """All machines' files must describe the same columns and groups (ConfigError if not):
+    with a declared width and --groups every file was read at them; what is left to check
+    are the widths and ``groups`` arrays that CSV and npz files carry in their format."""
     for j, g in enumerate(groups):
         if len(g) != len(groups[0]):
             raise ConfigError(

@@ -209,9 +209,9 @@ def test_per_machine_files_must_agree_on_columns(capsys, tmp_path, good):
     assert "machine 2's data has 5 columns" in msg
 
 
-def test_a_libsvm_test_file_is_read_at_the_training_width(tmp_path):
+def test_a_libsvm_test_file_is_read_at_the_declared_width(tmp_path):
     """A LIBSVM file is sparse: a test file whose last columns happen to be all zero (a9a's
-    test file never uses index 123) is read at the training data's width, not refused."""
+    test file never uses index 123) is read at the declared width, not refused."""
     rng = np.random.default_rng(0)
     lines = {"train": [], "test": []}
     for part, width in (("train", 5), ("test", 4)):
@@ -222,7 +222,8 @@ def test_a_libsvm_test_file_is_read_at_the_training_width(tmp_path):
         (tmp_path / f"{part}.libsvm").write_text("\n".join(lines[part]) + "\n")
     out = tmp_path / "r.json"
     argv = ["--data", str(tmp_path / "train.libsvm"), "--test-data", str(tmp_path / "test.libsvm")]
-    assert main([*argv, "--machines", "2", "--quiet", "--output", str(out)]) == 0
+    argv += ["--n-features", "5", "--machines", "2", "--quiet", "--output", str(out)]
+    assert main(argv) == 0
     assert json.loads(out.read_text())["n_test"] == 60
 
 

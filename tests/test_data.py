@@ -250,7 +250,7 @@ def test_libsvm_round_trip(tmp_path: Path) -> None:
     X[X < 0.5] = 0.0  # sparse-ish
     for name in ("d.libsvm", "d.svm.gz"):
         path = tmp_path / name
-        dump_svmlight_file(X, 2 * y - 1, str(tmp_path / "t"))
+        dump_svmlight_file(X, 2 * y - 1, str(tmp_path / "t"), zero_based=False)  # LIBSVM's
         if not name.endswith(".gz"):
             path.write_bytes((tmp_path / "t").read_bytes())
         if name.endswith(".gz"):
@@ -261,7 +261,7 @@ def test_libsvm_round_trip(tmp_path: Path) -> None:
         assert d.y.tolist() == (2.0 * y - 1).tolist()
     txt = tmp_path / "plain.dat"
     txt.write_bytes((tmp_path / "t").read_bytes())
-    assert load_dataset(txt, fmt="libsvm").X.shape[0] == 30
+    assert load_dataset(txt, fmt="libsvm", n_features=4).X.shape[0] == 30
 
 
 def _expect(path: Path, message: str, **kw: object) -> None:
@@ -319,9 +319,9 @@ def test_loader_errors(tmp_path: Path) -> None:
     _expect(csv_path, "list: 3 group ids for 2 columns", groups="0,1,1")
     svm = tmp_path / "d.libsvm"
     svm.write_text("1 1:0.5 2:x\n")
-    _expect(svm, "not a readable LIBSVM file")
+    _expect(svm, "not a readable LIBSVM file", n_features=2)
     svm.write_text("1 1:0.5\n2 2:1\n3 1:1\n")
-    _expect(svm, "2 label\\(s\\) outside the label domain .* data row 2;")
+    _expect(svm, "2 label\\(s\\) outside the label domain .* data row 2;", n_features=2)
     gz = tmp_path / "broken.csv.gz"
     gz.write_bytes(b"\x1f\x8b garbage")
     _expect(gz, "unreadable")

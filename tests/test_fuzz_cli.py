@@ -119,7 +119,8 @@ def test_cli_never_crashes_or_drops_rows(data, opts):
     with tempfile.TemporaryDirectory() as tmp:
         path = _write(Path(tmp), kind, X, labels, header, bom)
         out = Path(tmp) / "r.json"
-        argv = ["--data", str(path), *opts, "--max-rounds", "20", "--quiet", "--output", str(out)]
+        argv = ["--data", str(path), "--n-features", str(X.shape[1]), *opts]  # the schema's
+        argv += ["--max-rounds", "20", "--quiet", "--output", str(out)]
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             code = main(argv)

@@ -4,6 +4,12 @@ Every user error (missing file, unreadable or malformed content, NaN/inf, labels
 two classes, groups that do not cover the columns) raises :class:`DataError` with a one-line
 message naming the file and the problem.
 
+The width is public (docs/privacy.md, "The public schema"): a file is read at a declared
+width ``n_features``, never at one found in its rows. CSV and npz files carry their width in
+their format (the header or first row, the array's shape), checked against the declared one;
+a LIBSVM file carries none, so it needs one (:func:`format_of`) and is mapped onto it by a rule
+that reads no other row (:func:`_load_libsvm`).
+
 Privacy note: :func:`scale_rows` and :func:`load_ipums` use only bounds the user supplies,
 never a statistic of the data; labels are mapped by a public :class:`LabelDomain`.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -37,6 +44,10 @@ _EXT = {
 MEMSET_BASES = "atcg"  # paper 3's one-hot order: A(1,0,0,0), T(0,1,0,0), C(0,0,1,0), G(0,0,0,1)
 MEMSET_FILE = "memset_donor_7mer.csv.gz"
 ADULT_FEATURES = 123
+WIDTH_LIMIT = 10**9  # declared widths lie below it
+# a LIBSVM pair whose index has ten digits or more (>= WIDTH_LIMIT, above every width; the
+# reader holds 32-bit indices): dropped from its row before parsing
+_BEYOND_EVERY_WIDTH = re.compile(rb"(?<=[ \t])\+?0*[1-9][0-9]{9,}:\S*")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -53,6 +64,19 @@ def _check_file(path: Path) -> None:
             if path.is_dir()
             else f"{path}: not a regular file"
         )
+
+
+def format_of(path: str | Path, n_features: int | None, fmt: str | None = None) -> str:
+    """The format of ``path`` (``fmt``, else its extension). A LIBSVM file carries no width,
+    so without a declared ``n_features`` it is refused here, before it is opened: a
+    data-independent refusal (ConfigError)."""
+    kind = _detect_format(Path(path), fmt)
+    if kind == "libsvm" and n_features is None:
+        raise ConfigError(
+            f"{path}: a LIBSVM file carries no width: declare it with --n-features P "
+            "(indices are one-based; one outside 1..P is dropped from its row)"
+        )
+    return kind
 
 
 def _detect_format(path: Path, fmt: str | None) -> str:
@@ -77,17 +101,41 @@ def parse_groups(spec: str | None, n_features: int, source: str = "groups") -> n
     columns (the last block is shorter if K does not divide p); the path of a text file with
     one id per column (whitespace separated); or a comma-separated list of ids, one per column.
     """
+    listed = _listed_groups(spec, source)
+    if listed is not None:
+        ids, where = listed
+        if ids.size != n_features:
+            raise DataError(f"{where}: {ids.size} group ids for {n_features} columns")
+        if (ids < 0).any():
+            raise DataError(f"{where}: negative group id {int(ids.min())}")
+        return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
     if spec is None or spec.strip().lower() == "none":
         return np.arange(n_features, dtype=np.int64)
+    text = spec.strip()  # "size:K": _listed_groups refused every other spec
+    try:
+        k = int(text[5:])
+    except ValueError:
+        raise DataError(f"{source}: group size in {spec!r} is not an integer") from None
+    if k < 1:
+        raise DataError(f"{source}: group size must be >= 1, got {k}")
+    return np.arange(n_features, dtype=np.int64) // k
+
+
+def groups_width(spec: str | None) -> int | None:
+    """The width a groups spec implies: the count of ids of a list or file (one per column);
+    None for "none" and "size:K", which fit any width."""
+    listed = _listed_groups(spec, "--groups")
+    return None if listed is None else int(listed[0].size)
+
+
+def _listed_groups(spec: str | None, source: str) -> tuple[np.ndarray, str] | None:
+    """(ids, where they come from) of a list or file of group ids; None for None, "none" and
+    "size:K"; DataError for anything else."""
+    if spec is None or spec.strip().lower() == "none":
+        return None
     text = spec.strip()
     if text.lower().startswith("size:"):
-        try:
-            k = int(text[5:])
-        except ValueError:
-            raise DataError(f"{source}: group size in {spec!r} is not an integer") from None
-        if k < 1:
-            raise DataError(f"{source}: group size must be >= 1, got {k}")
-        return np.arange(n_features, dtype=np.int64) // k
+        return None
     path = Path(text)
     if path.is_file():
         try:
@@ -103,14 +151,9 @@ def parse_groups(spec: str | None, n_features: int, source: str = "groups") -> n
             f"{source}: {spec!r} is not 'none', 'size:K', an existing file or a list of ids"
         )
     try:
-        ids = np.array([int(t) for t in tokens], dtype=np.int64)
+        return np.array([int(t) for t in tokens], dtype=np.int64), where
     except ValueError:
         raise DataError(f"{where}: group ids must be integers") from None
-    if ids.size != n_features:
-        raise DataError(f"{where}: {ids.size} group ids for {n_features} columns")
-    if (ids < 0).any():
-        raise DataError(f"{where}: negative group id {int(ids.min())}")
-    return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _finish(
@@ -180,15 +223,21 @@ def _is_number(token: str) -> bool:
     return True
 
 
+def _read_bytes(path: Path) -> bytes:
+    try:
+        if path.suffix.lower() == ".gz":
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        return path.read_bytes()
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{path}: unreadable ({_one_line(exc)})") from None
+
+
 def _read_text(path: Path) -> str:
     try:
         # utf-8-sig: a byte-order mark (as spreadsheet programs write) is not part of row 1
-        if path.suffix.lower() == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8-sig", newline="") as fh:
-                return fh.read()
-        with path.open(encoding="utf-8-sig", newline="") as fh:
-            return fh.read()
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        return _read_bytes(path).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
         raise DataError(f"{path}: unreadable ({_one_line(exc)})") from None
 
 
@@ -250,15 +299,21 @@ def _load_csv(
     return X, labels, names
 
 
-def _load_libsvm(path: Path, n_features: int | None) -> tuple[np.ndarray, np.ndarray]:
+def _load_libsvm(path: Path, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows at the declared width P by a rule that reads no other row: indices are one-based,
+    and a pair whose index lies outside 1..P (0, or above P) is dropped from its row, the
+    row mapped into the declared domain (no error, no warning: either would tell of one
+    row). Read sparse, densified at (n, P) only."""
     from sklearn.datasets import load_svmlight_file
 
-    try:
-        X, y = load_svmlight_file(str(path), n_features=n_features)
-    except (OSError, ValueError, EOFError, UnicodeDecodeError, OverflowError) as exc:
+    text = _BEYOND_EVERY_WIDTH.sub(b"", _read_bytes(path))
+    try:  # zero_based: an index 0 parses (as column 0), whatever the other rows hold
+        X, y = load_svmlight_file(io.BytesIO(text), zero_based=True)
+    except (ValueError, EOFError, OverflowError) as exc:
         raise DataError(f"{path}: not a readable LIBSVM file ({_one_line(exc)})") from None
-    check_fits(X.shape, f"{path}: densifying its largest feature index")
-    return X.toarray(), y
+    check_fits((X.shape[0], n_features), f"{path}: densifying at the declared width")
+    X.resize((X.shape[0], n_features + 1))  # indices above P dropped, or zero columns added
+    return X[:, 1:].toarray(), y  # index 0 dropped: column k holds index k + 1
 
 
 def load_dataset(
@@ -275,13 +330,15 @@ def load_dataset(
     Formats (by extension, ``.gz`` allowed for CSV and LIBSVM, or by ``fmt``):
     ``npz`` with arrays ``X``, ``y`` and optionally ``groups``; ``csv`` (header optional,
     numeric features; the label column is ``label_column``, else the column named "y", else
-    the last); ``libsvm`` (densified; ``n_features`` fixes the width). Labels are mapped to
-    -1/+1 by the public ``labels`` domain (:mod:`dpnet.data.labels`); one class is allowed.
-    ``groups`` is parsed by :func:`parse_groups`; if it is None an npz file's own ``groups``
-    array is used, otherwise one group per column.
+    the last); ``libsvm`` (one-based indices, densified at ``n_features``, which it needs:
+    :func:`_load_libsvm`). ``n_features``, the declared width: every file is read at it (a
+    CSV or npz file of another width is refused). Labels are mapped to -1/+1 by the public
+    ``labels`` domain (:mod:`dpnet.data.labels`); one class is allowed. ``groups`` is parsed by
+    :func:`parse_groups`; if it is None an npz file's own ``groups`` array is used, otherwise
+    one group per column.
     """
     path = Path(path)
-    kind = _detect_format(path, fmt)
+    kind = format_of(path, n_features, fmt)
     _check_file(path)
     names = None
     file_groups = None
@@ -290,8 +347,14 @@ def load_dataset(
     elif kind == "csv":
         X, y, names = _load_csv(path, label_column)
     else:
+        assert n_features is not None  # format_of refused a LIBSVM file without a width
         X, y = _load_libsvm(path, n_features)
     p = X.shape[1] if X.ndim == 2 else 0
+    if n_features is not None and X.ndim == 2 and p != n_features:
+        raise DataError(
+            f"{path}: {p} feature columns, the declared width is {n_features} "
+            "(--n-features, or one id per column in --groups)"
+        )
     if groups is None and file_groups is not None:
         arr = np.asarray(file_groups)
         if arr.shape != (p,) or arr.dtype.kind not in "iu":
