@@ -29,7 +29,9 @@ from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import public_columns
 from dpnet.decentralized.machine import (
     LOSSES,
+    RECORD_DISTANCE,
     RECORD_GUARANTEE,
+    RECORD_WORK,
     consensus_model,
     privacy_ledger,
     run_private_machine,
@@ -426,6 +428,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                 "noise_multiplier": noise.noise_multiplier,
                 "row_bound": self.row_bound,
                 "guarantee": f"{RECORD_GUARANTEE}, per machine (replace one record){schema}",
+                "distance": RECORD_DISTANCE,
+                "work": RECORD_WORK,
             }
         return self
 

@@ -25,7 +25,9 @@ from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ROUND_STEPS, MachineResult, ProgressRecord
 from dpnet.decentralized.cv import CVResult
 from dpnet.decentralized.machine import (
+    RECORD_DISTANCE,
     RECORD_GUARANTEE,
+    RECORD_WORK,
     RR_PROTECTS,
     RR_RELATION,
     MachineRelease,
@@ -191,6 +193,8 @@ def _record_privacy_block(
         "neighbouring_relation": "replace one record (features and label) of one machine's shard",
         "guarantee": f"{RECORD_GUARANTEE}, per machine; parallel composition over disjoint "
         "shards; a run that stops before --max-rounds is post-processing of one that ran them",
+        "distance": RECORD_DISTANCE,
+        "work": RECORD_WORK,
         "protected": "records (features and label)",
         "labels": "randomized response too, keep probability "
         f"{p:.6g} (epsilon {config.label_epsilon:.6g} label-DP)"
