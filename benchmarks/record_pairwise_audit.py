@@ -317,7 +317,8 @@ def attack(
         up[:, 0] - GROUPS.penalty(theta_1[: T - 3, :-1]) - GROUPS.penalty(rebuilt_2[: T - 3, :-1])
     )
     recon_d3 = np.concatenate(
-        [v0["gather"][U], v0["gather"][2], pen_u, np.ravel(up[:, 1:]), np.ravel(rebuilt_2)]
+        [v0["gather"][U], v0["gather"][2], pen_u, np.ravel(up[:, 1:])]
+        + [np.ravel(x) for x in (rebuilt_2, theta_1, theta_0)]
     )
     return Attacks(
         llr_d1,
@@ -350,6 +351,7 @@ def simulate(truth: int, runs: int, epsilon: float, rounds: int, seed0: int) -> 
         "llr_d2": np.array([f.llr_d2 for f in found]),
         "recon_d3": np.array([f.recon_d3 for f in found]),
         "error": max(max(f.error_d2, f.error_d3) for f in found),
+        "noise_std": s * RecordNoise(s, R).numerator(J * ROWS, 1.0) / tr.rho[0, U],
     }
 
 
@@ -455,7 +457,8 @@ def main() -> None:
     )
     print(
         f"claimed: ε = {args.epsilon:g}, δ = {DELTA:g} (μ = {claimed_mu:.2f}); largest "
-        f"reconstruction error {max(s['error'] for s in sims):.1e}"
+        f"reconstruction error {max(s['error'] for s in sims):.1e} (the noise on u's theta: "
+        f"standard deviation {sims[0]['noise_std']:.2f})"
     )
     print(f"{time.perf_counter() - start:.0f} s; wrote {OUT_DIR / 'record_pairwise_audit.csv'}")
 
