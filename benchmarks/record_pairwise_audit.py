@@ -1,50 +1,88 @@
-"""What a machine at graph distance k observes of another machine's record: an empirical audit.
+"""What a machine at graph distance k learns of another machine's record: an empirical audit.
 
-The record-level guarantee of ``--privacy record`` (docs/privacy.md) is a worst case: the same
-(epsilon, delta) against every other machine, colluding or not. A machine far from machine 0
-sees machine 0's record only through its own neighbours' messages, which mix machine 0's noisy
-thetas with every machine in between's noise. This script measures that, as an empirical
-audit (a lower bound on what each observer could learn, not a guarantee):
+The record-level guarantee of ``--privacy record`` (docs/privacy.md) is the same
+(epsilon, delta) against every other machine, near or far; no distance discount is claimed.
+This script measures what each machine of a path learns from **every message it receives**,
+as an empirical lower bound (what these attacks learn, not what every attack could):
 
-- a path 0 - 1 - 2 - 3, machine 0 holding D or D' (one record R e_0 replaced by -R e_0), the
-  other machines fixed shards; the record-private ADMM with its defaults, T rounds, on the
-  simulator (the real release path, every machine's own noise streams);
-- observer k (machine k) sees only the messages it receives: its neighbours' released thetas
-  (and Z's, which are functions of released thetas; the test reads the thetas) in every round;
-- on one half of the runs it fits the best linear test (Fisher's discriminant with a ridge:
-  the mean difference of its observations under D and D', whitened by their pooled
-  covariance); on the other half :func:`dpnet.audit.audit_epsilon` turns that test into a
-  lower bound on epsilon at delta, with Clopper-Pearson confidence 0.95;
-- the strongest observer knows the inputs of machine 0's theta steps and uses the likelihood
-  ratio of its thetas (as in tests/test_record_privacy.py): on this path machine 1 alone is
-  one (machine 0's centre is computed from Z_0, Z_1 and the thetas machine 1 receives).
+- a path 0 - 1 - 2 - 3; machine u = 3 (the far end from rank 0) holds D or D' (one record
+  R e_0 replaced by -R e_0), the others fixed shards; the record-private ADMM (its defaults,
+  c fixed as under ``--privacy record``), T rounds, on the simulator (:func:`run_batched`:
+  the real release path, every machine's own noise streams);
+- the views are **reconstructed from the simulator's per-round state exactly as the round
+  loop sends them** (the simulator has no message hook): :func:`private_thetas_batched` and
+  :func:`z_update_batched` are wrapped (called through, whatever they compute) to keep every
+  round's released thetas, their centres and penalties, and the Z's; the stop statistics are
+  what :func:`dpnet.decentralized.admm.run_machine` computes from them (released loss
+  withheld + group penalty, scaled residual, primal, dual, ||theta||), passed through one
+  :class:`TreeAggregator` per machine, outgoing before receive, as in the round loop.
+  tests/test_record_pairwise_audit.py checks these views against the buffers the real round
+  loop (threads) receives, to the simulator's rounding (relative 1e-7);
+- machine k's view, per round: from each neighbour i the two buffers the round loop
+  exchanges, Z_i and [theta_i, the stop-statistics part: U_i, down index, G]; its own
+  sent theta_k and Z_k; rank 0 (machine 0) also the final gather of every machine's result
+  (theta and Z of the last round; the rest of a MachineResult is public or the same G's,
+  and its timings are outside the guarantee and not simulated).
+
+The attacks, per observer:
+
+- Fisher: the best linear test of the full view (the mean difference under D and D'
+  whitened by the pooled covariance, with a small ridge), fitted on half of the runs;
+- distance 1 (machine 2): the likelihood ratio of u's received thetas, with u's theta-step
+  inputs (centre, rho) replayed from the thetas it knows (u's centre depends only on the
+  thetas of machines 1, 2, 3);
+- distance 2 (machine 1): a reconstruction: Z_2 = S(u_2) / (3c) with
+  u_2 = sum_{i in {1,2,3}} (c theta_i - V_2i), the V_2i sums of earlier Z_2 and thetas, so
+  theta_u(t) = the sum over machine 2's closed neighbourhood, rebuilt from Z_2(t + 1) (the
+  group soft-threshold inverted: exact wherever Z_2's group is non-zero, the intercept
+  always), minus theta_1 (own) and theta_2 (received). Then the same likelihood ratio as at
+  distance 1, over rounds 1 .. T - 1;
+- distance 3 (rank 0): theta_2 rebuilt from Z_1 the same way; u's group penalty
+  sum_g t_g ||theta_u,g|| of every round s <= T - 3 read off the up-wave U_1 (the sum over
+  machines 1, 2, 3 minus the two it knows) and u's ||theta||, residuals through the maxima;
+  u's last theta and Z from the final gather. The test: Fisher on that reconstructed view.
+
+Each statistic is turned into a lower bound on epsilon at delta by :func:`audit_epsilon`
+(Clopper-Pearson, 95 %) on runs not used to fit it. Beside it: mu, the separation of the
+statistic's means under D and D' in pooled standard deviations, and the epsilon at delta of
+mu-GDP (a point estimate, which assumes the statistic Gaussian; the claimed guarantee is
+mu = 1 / gaussian_sigma(epsilon, delta)).
 
     python -m benchmarks.record_pairwise_audit [--runs N] [--epsilon E] [--rounds T]
 
-Writes benchmarks/out/record_pairwise_audit.csv and prints the table.
+Writes benchmarks/out/record_pairwise_audit.csv and prints the table; the defaults (4000 runs
+per hypothesis, epsilon 8, T = 10) take about 6 minutes on one core. The table is in
+docs/privacy.md, "Beyond the worst case: what a machine at distance k observes".
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
+from scipy.optimize import brentq
 
 from benchmarks.common import OUT_DIR, md_table, write_csv
 from dpnet.audit import audit_epsilon
 from dpnet.decentralized import batched
-from dpnet.decentralized.admm import ADMMConfig
-from dpnet.decentralized.batched import StackedShards, run_batched
-from dpnet.decentralized.record import RecordNoise
-from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.decentralized.admm import ADMMConfig, released_loss
+from dpnet.decentralized.batched import EdgeIndex, StackedShards, run_batched
+from dpnet.decentralized.record import RECORD_RELAXATION, RecordNoise
+from dpnet.decentralized.steps import GroupStructure, LocalData, residuals, scaled_residual
+from dpnet.decentralized.termination import MESSAGE_SIZE, N_STATS, TreeAggregator, tree_plan
 from dpnet.losses.margin import Logistic
-from dpnet.privacy.gaussian import composed_gaussian_multiplier
+from dpnet.privacy.gaussian import composed_gaussian_delta, composed_gaussian_multiplier
 from tests.record_attack import theta_likelihood_ratio
 
 R, DIM, ROWS, J, DELTA = 3.0, 3, 8, 4, 1e-5
+U = J - 1  # the machine whose record differs
+GRAPH = nx.path_graph(J)
 GROUPS = GroupStructure(np.arange(DIM + 1), np.arange(DIM), np.full(DIM, 0.01 / (2 * J)))
+COLUMN_GROUP = np.empty(DIM, dtype=np.int64)  # the group of every penalised column
+COLUMN_GROUP[GROUPS.grp_indices] = np.repeat(np.arange(DIM), np.diff(GROUPS.grp_ptr))
 
 
 def shard(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -58,7 +96,7 @@ def local(X: np.ndarray, y: np.ndarray) -> LocalData:
 
 
 def problem() -> tuple[tuple[LocalData, LocalData], list[LocalData]]:
-    """Machine 0's two neighbouring shards and the other machines' fixed shards."""
+    """Machine u's two neighbouring shards and the other machines' fixed shards."""
     rng = np.random.default_rng(21)
     X, y = shard(rng)
     X[0], y[0] = R * np.eye(DIM)[0], 1.0
@@ -67,47 +105,268 @@ def problem() -> tuple[tuple[LocalData, LocalData], list[LocalData]]:
     return (local(X, y), local(X1, y)), [local(*shard(rng)) for _ in range(J - 1)]
 
 
-def simulate(truth: int, runs: int, epsilon: float, rounds: int, seed0: int) -> dict:
-    """Per run: each observer's view (its neighbours' thetas and Z's, all rounds) and the
-    colluders' likelihood-ratio statistic of machine 0's thetas."""
+def shards_of(truth: int) -> list[LocalData]:
     pair, others = problem()
-    graph = nx.path_graph(J)
-    s = composed_gaussian_multiplier(epsilon, DELTA, rounds)
-    one = [StackedShards.stack([d]) for d in pair]
-    thetas: list[np.ndarray] = []
-    inputs: list[tuple[np.ndarray, float]] = []
-    real_release = batched.private_thetas_batched
+    return [*others[:U], pair[truth], *others[U:]]
+
+
+def admm_config(noise: RecordNoise, rounds: int) -> ADMMConfig:
+    """The record-private ADMM of the CLI (its relaxation, c fixed), exactly ``rounds``
+    rounds (no stop by tolerance)."""
+    return ADMMConfig(
+        max_rounds=rounds, tol=1e-300, record=noise, adapt_c=False, relaxation=RECORD_RELAXATION
+    )
+
+
+@dataclass
+class Transcript:
+    """One run's per-round state: released thetas, their centres and rho, the Z's."""
+
+    theta: np.ndarray  # (T, J, dim)
+    center: np.ndarray  # (T, J, dim)
+    rho: np.ndarray  # (T, J)
+    z: np.ndarray  # (T, J, dim)
+
+    @property
+    def c(self) -> float:
+        return float(self.rho[0, 0] / EdgeIndex.from_graph(GRAPH).degree[0])
+
+
+def run_once(shards: list[LocalData], config: ADMMConfig) -> Transcript:
+    """The simulator's run, its per-round state kept by wrapping (and calling through) the
+    theta release and the Z step."""
+    rows: dict[str, list[np.ndarray]] = {"theta": [], "center": [], "rho": [], "z": []}
+    real_release, real_z = batched.private_thetas_batched, batched.z_update_batched
 
     def release(noise, data, center, rho, theta_prev, round_):
         out = real_release(noise, data, center, rho, theta_prev, round_)
-        thetas.append(out.copy())
-        inputs.append((center[0].copy(), float(rho[0])))
+        rows["theta"].append(out.copy())
+        rows["center"].append(np.array(center, copy=True))
+        rows["rho"].append(np.array(rho, dtype=float, copy=True))
         return out
 
-    views = {k: [] for k in range(1, J)}
-    llr = np.empty(runs)
-    batched.private_thetas_batched = release
+    def z_step(*args, **kwargs):
+        out = real_z(*args, **kwargs)
+        rows["z"].append(out.copy())
+        return out
+
+    batched.private_thetas_batched, batched.z_update_batched = release, z_step
     try:
-        for r in range(runs):
-            thetas.clear(), inputs.clear()
-            noise = RecordNoise(s, R, seed=seed0 + r)
-            config = ADMMConfig(max_rounds=rounds, tol=1e-300, record=noise, adapt_c=False)
-            run_batched([pair[truth], *others], GROUPS, config, graph)
-            th = np.stack(thetas)  # (rounds, J, dim)
-            for k in range(1, J):
-                nbrs = [i for i in graph.neighbors(k)]
-                views[k].append(th[:, nbrs].ravel())  # the Z's are functions of thetas
-            observed = [(c, rho, t) for (c, rho), t in zip(inputs, th[:, 0], strict=True)]
-            scale = s * noise.numerator(J * ROWS, 1.0)
-            total = theta_likelihood_ratio(observed, one, lambda rho, a=scale: a / rho)
-            llr[r] = total
+        run_batched(shards, GROUPS, config, GRAPH)
     finally:
-        batched.private_thetas_batched = real_release
-    return {"views": {k: np.array(v) for k, v in views.items()}, "llr": llr}
+        batched.private_thetas_batched, batched.z_update_batched = real_release, real_z
+    return Transcript(*(np.stack(rows[k]) for k in ("theta", "center", "rho", "z")))
+
+
+def stop_messages(tr: Transcript, shards: list[LocalData], config: ADMMConfig) -> np.ndarray:
+    """(T, J, MESSAGE_SIZE): the stop-statistics part of the theta message every machine
+    sends in every round, as :func:`run_machine` forms it from its state."""
+    T, n_mach, _ = tr.theta.shape
+    nbrs = [sorted(GRAPH.neighbors(j)) for j in range(n_mach)]
+    aggs = [TreeAggregator(tree_plan(GRAPH, j), nbrs[j]) for j in range(n_mach)]
+    out = np.empty((T, n_mach, MESSAGE_SIZE))
+    c = tr.c
+    for t in range(T):
+        for j in range(n_mach):
+            aggs[j].outgoing(out=out[t, j])
+        for j in range(n_mach):
+            theta = tr.theta[t, j]
+            nbhd = tr.theta[t, sorted([j, *nbrs[j]])]
+            z_prev = tr.z[t - 1, j] if t else np.zeros_like(theta)
+            primal, dual = residuals(tr.z[t, j], z_prev, nbhd, c)
+            norm = float(np.sqrt(theta @ theta))
+            own = np.array(
+                [
+                    released_loss(config, shards[j], theta) + float(GROUPS.penalty(theta[:-1])),
+                    scaled_residual(primal, dual, c, norm, 0.0),
+                    primal,
+                    dual,
+                    norm,
+                ]
+            )
+            aggs[j].receive(t + 1, own, out[t, nbrs[j]])
+    return out
+
+
+def views(tr: Transcript, stats: np.ndarray) -> dict[int, dict[str, np.ndarray]]:
+    """Every machine's view: ``z`` (T, |N_k|, dim) and ``theta_msg`` (T, |N_k|, dim +
+    MESSAGE_SIZE), the buffers of its two exchanges per round (neighbours in increasing
+    order); ``own`` (T, 2 dim) its sent theta and Z; rank 0 also ``gather`` (J, 2 dim)."""
+    out = {}
+    for k in range(J):
+        nb = sorted(GRAPH.neighbors(k))
+        view = {
+            "z": tr.z[:, nb],
+            "theta_msg": np.concatenate([tr.theta[:, nb], stats[:, nb]], axis=2),
+            "own": np.concatenate([tr.theta[:, k], tr.z[:, k]], axis=1),
+        }
+        if k == 0:
+            view["gather"] = np.concatenate([tr.theta[-1], tr.z[-1]], axis=1)
+        out[k] = view
+    return out
+
+
+def flat_view(view: dict[str, np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.ravel(v) for v in view.values()])
+
+
+# -- reconstructions ------------------------------------------------------------------------
+
+
+def invert_threshold(v: np.ndarray) -> np.ndarray:
+    """u with S(u) = v for the group soft-threshold of the Z step (the intercept, last, is
+    not thresholded): u_g = v_g (1 + t_g / ||v_g||) where v_g != 0, 0 where v_g = 0 (then
+    only ||u_g|| <= t_g is known)."""
+    u = v.copy()
+    norms = GROUPS.norms(v[:-1])
+    scale = np.where(norms > 0, 1.0 + GROUPS.thresholds / np.where(norms > 0, norms, 1.0), 0.0)
+    u[:-1] = v[:-1] * scale[COLUMN_GROUP]
+    return u
+
+
+def rebuild_through(w: int, z_w: np.ndarray, known: np.ndarray, c: float) -> np.ndarray:
+    """The one unknown theta of w's closed neighbourhood in rounds 1 .. T - 1 (rows), from
+    w's Z's (``z_w``, (T, dim)) and the sum of the other thetas of w's closed neighbourhood
+    (``known``, (T, dim)).
+
+    Z_w(t) = S(u_w(t)) / (c d_w), u_w(t) = c Sum(t - 1) - S_V(t - 1), Sum = sum of the
+    thetas over w's closed neighbourhood, S_V(t) = S_V(t - 1) + c (d_w a Z_w(t)
+    + (1 - a) Sum(t - 1) - Sum(t)) the sum of w's dual copies (relaxation a), so
+    2 c Sum(t) = u_w(t + 1) + S_V(t - 1) + c d_w a Z_w(t) + c (1 - a) Sum(t - 1)."""
+    d_w, a = len(list(GRAPH.neighbors(w))) + 1, RECORD_RELAXATION
+    u = np.array([invert_threshold(c * d_w * z) for z in z_w])
+    total_prev, s_v_prev = np.zeros(z_w.shape[1]), np.zeros(z_w.shape[1])
+    out = []
+    for t in range(z_w.shape[0] - 1):  # row t: round t + 1
+        total = (u[t + 1] + s_v_prev + c * d_w * a * z_w[t] + c * (1 - a) * total_prev) / (2 * c)
+        s_v_prev = s_v_prev + c * (d_w * a * z_w[t] + (1 - a) * total_prev - total)
+        total_prev = total
+        out.append(total - known[t])
+    return np.array(out)
+
+
+def replay_centers(theta_known: np.ndarray, c: float) -> np.ndarray:
+    """Every machine's theta-step centre in every round, replayed from thetas (T, J, dim):
+    NaN where a machine's theta is not known, so a finite centre used only known thetas."""
+    edges = EdgeIndex.from_graph(GRAPH)
+    T, n_mach, dim = theta_known.shape
+    a = RECORD_RELAXATION
+    theta, z, V = np.zeros((n_mach, dim)), np.zeros((n_mach, dim)), np.zeros((len(edges.col), dim))
+    centers = np.empty_like(theta_known)
+    with np.errstate(invalid="ignore"):
+        for t in range(T):
+            z = batched.z_update_batched(theta, V, z, c, GROUPS, edges)
+            z_edge = a * z[edges.row] + (1 - a) * theta[edges.col]
+            centers[t] = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
+            theta = theta_known[t]
+            V = V + c * (z_edge - theta[edges.col])
+    return centers
+
+
+@dataclass
+class Attacks:
+    """One run's statistics: the likelihood ratios and the reconstructed views."""
+
+    llr_d1: float
+    llr_d2: float
+    recon_d3: np.ndarray
+    error_d2: float  # max |rebuilt - released| of theta_u (distance 2)
+    error_d3: float  # of theta_2 (distance 3)
+
+
+def attack(
+    tr: Transcript,
+    v: dict[int, dict[str, np.ndarray]],
+    pair: tuple[StackedShards, ...],
+    std_num: float,
+) -> Attacks:
+    """The explicit attacks of each observer, from its view only (module docstring)."""
+    c = tr.c
+    T = tr.theta.shape[0]
+    std_at = lambda rho: std_num / rho  # noqa: E731
+    rho_u = tr.rho[0, U]  # public: c and the graph
+
+    def llr(theta_u: np.ndarray, known: np.ndarray) -> float:
+        centers = replay_centers(known, c)[: len(theta_u), U]
+        assert np.all(np.isfinite(centers))
+        return theta_likelihood_ratio(
+            [(ce, rho_u, th) for ce, th in zip(centers, theta_u, strict=True)], pair, std_at
+        )
+
+    nan = np.full_like(tr.theta, np.nan)
+    # distance 1, machine 2: receives theta_1 and theta_u, holds theta_2
+    v2 = v[2]
+    known = nan.copy()
+    known[:, [1, 3]] = v2["theta_msg"][:, :, : DIM + 1]
+    known[:, 2] = v2["own"][:, : DIM + 1]
+    llr_d1 = llr(known[:, U], known)
+    # distance 2, machine 1: theta_u rebuilt from Z_2, less theta_1 (own) and theta_2
+    v1 = v[1]
+    theta_2 = v1["theta_msg"][:, 1, : DIM + 1]
+    theta_1 = v1["own"][:, : DIM + 1]
+    rebuilt_u = rebuild_through(2, v1["z"][:, 1], theta_1 + theta_2, c)
+    known = nan.copy()
+    known[:, 1], known[:, 2] = theta_1, theta_2
+    known[: T - 1, U] = rebuilt_u
+    llr_d2 = llr(rebuilt_u, known[: T - 1])
+    # distance 3, rank 0: theta_2 rebuilt from Z_1, u's penalty from U_1, the final gather
+    v0 = v[0]
+    theta_1 = v0["theta_msg"][:, 0, : DIM + 1]
+    theta_0 = v0["own"][:, : DIM + 1]
+    rebuilt_2 = rebuild_through(1, v0["z"][:, 0], theta_0 + theta_1, c)
+    up = v0["theta_msg"][3:, 0, DIM + 1 : DIM + 1 + N_STATS]  # U_1(t): rounds t - 3 of {1,2,3}
+    pen_u = (
+        up[:, 0] - GROUPS.penalty(theta_1[: T - 3, :-1]) - GROUPS.penalty(rebuilt_2[: T - 3, :-1])
+    )
+    recon_d3 = np.concatenate(
+        [v0["gather"][U], v0["gather"][2], pen_u, np.ravel(up[:, 1:])]
+        + [np.ravel(x) for x in (rebuilt_2, theta_1, theta_0)]
+    )
+    return Attacks(
+        llr_d1,
+        llr_d2,
+        recon_d3,
+        float(np.max(np.abs(rebuilt_u - tr.theta[: T - 1, U]))),
+        float(np.max(np.abs(rebuilt_2 - tr.theta[: T - 1, 2]))),
+    )
+
+
+def simulate(truth: int, runs: int, epsilon: float, rounds: int, seed0: int) -> dict:
+    """Per run: every observer's full view (flattened) and the explicit attacks' statistics."""
+    shards = shards_of(truth)
+    pair, _ = problem()
+    one = tuple(StackedShards.stack([d]) for d in pair)
+    s = composed_gaussian_multiplier(epsilon, DELTA, rounds)
+    full: dict[int, list[np.ndarray]] = {k: [] for k in range(J - 1)}
+    found: list[Attacks] = []
+    for r in range(runs):
+        noise = RecordNoise(s, R, seed=seed0 + r)
+        config = admm_config(noise, rounds)
+        tr = run_once(shards, config)
+        v = views(tr, stop_messages(tr, shards, config))
+        for k in full:
+            full[k].append(flat_view(v[k]))
+        found.append(attack(tr, v, one, s * noise.numerator(J * ROWS, Logistic().lipschitz_bound)))
+    return {
+        "full": {k: np.array(x) for k, x in full.items()},
+        "llr_d1": np.array([f.llr_d1 for f in found]),
+        "llr_d2": np.array([f.llr_d2 for f in found]),
+        "recon_d3": np.array([f.recon_d3 for f in found]),
+        "error": max(max(f.error_d2, f.error_d3) for f in found),
+        "noise_std": s * RecordNoise(s, R).numerator(J * ROWS, 1.0) / tr.rho[0, U],
+    }
+
+
+# -- tests and bounds -----------------------------------------------------------------------
 
 
 def fisher_statistics(v0: np.ndarray, v1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Fit w on the first half of each, return w . x on the second halves."""
+    """Fit w on the first half of each, return w . x on the second halves. Columns that are
+    not finite or constant (the waves' neutral entries, round indices) are dropped."""
+    both = np.vstack([v0, v1])
+    keep = np.all(np.isfinite(both), axis=0)
+    keep &= np.ptp(np.where(np.isfinite(both), both, 0.0), axis=0) > 0
+    v0, v1 = v0[:, keep], v1[:, keep]
     h0, h1 = v0.shape[0] // 2, v1.shape[0] // 2
     a, b = v0[:h0], v1[:h1]
     cov = np.cov(np.vstack([a - a.mean(0), b - b.mean(0)]).T)
@@ -128,6 +387,19 @@ def lower_bound(s0: np.ndarray, s1: np.ndarray) -> float:
     ).epsilon_lower
 
 
+def separation(s0: np.ndarray, s1: np.ndarray) -> float:
+    """mu: |mean difference| / pooled standard deviation."""
+    pooled = np.sqrt((s0.var(ddof=1) + s1.var(ddof=1)) / 2)
+    return float(abs(s1.mean() - s0.mean()) / pooled)
+
+
+def gdp_epsilon(mu: float) -> float:
+    """epsilon at DELTA of mu-GDP (0 if its delta at epsilon 0 is already below DELTA)."""
+    if mu <= 0 or composed_gaussian_delta(1 / mu, 1, 0.0) <= DELTA:
+        return 0.0
+    return brentq(lambda e: composed_gaussian_delta(1 / mu, 1, e) - DELTA, 0.0, 100.0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=4000, help="runs per hypothesis")
@@ -136,35 +408,59 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     sims = [simulate(t, args.runs, args.epsilon, args.rounds, 10**6 * (t + 1)) for t in (0, 1)]
-    rows = [
-        {
-            "observer": "machine 1, likelihood ratio of machine 0's thetas (knows their inputs)",
-            "distance": 1,
-            "epsilon_lower": lower_bound(sims[0]["llr"], sims[1]["llr"]),
-        }
+    tests = [
+        (2, 1, "likelihood ratio of u's received thetas, centres replayed", "llr_d1", False),
+        (2, 1, "Fisher, full view", ("full", 2), True),
+        (1, 2, "likelihood ratio of u's thetas rebuilt from Z_2", "llr_d2", False),
+        (1, 2, "Fisher, full view", ("full", 1), True),
+        (0, 3, "Fisher, rebuilt view (theta_2, u's penalty, final gather)", "recon_d3", True),
+        (0, 3, "Fisher, full view with the final gather", ("full", 0), True),
     ]
-    for k in range(1, J):
-        s0, s1 = fisher_statistics(sims[0]["views"][k], sims[1]["views"][k])
+    rows = []
+    for machine, distance, name, key, fitted in tests:
+        x0, x1 = (
+            (sims[0][key[0]][key[1]], sims[1][key[0]][key[1]])
+            if isinstance(key, tuple)
+            else (sims[0][key], sims[1][key])
+        )
+        s0, s1 = fisher_statistics(x0, x1) if fitted else (x0, x1)
+        mu = separation(s0, s1)
         rows.append(
             {
-                "observer": f"machine {k}, linear test of its neighbours' thetas",
-                "distance": k,
+                "observer": f"machine {machine}",
+                "distance": distance,
+                "test": name,
                 "epsilon_lower": lower_bound(s0, s1),
+                "mu": mu,
+                "epsilon_of_mu": gdp_epsilon(mu),
             }
         )
+    claimed_mu = 1.0 / composed_gaussian_multiplier(args.epsilon, DELTA, 1)
     for row in rows:
-        row |= {"epsilon_claimed": args.epsilon, "delta": DELTA, "rounds": args.rounds}
-        row |= {"runs_per_hypothesis": args.runs}
+        row |= {"epsilon_claimed": args.epsilon, "mu_claimed": claimed_mu, "delta": DELTA}
+        row |= {"rounds": args.rounds, "runs_per_hypothesis": args.runs}
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     write_csv(rows, OUT_DIR / "record_pairwise_audit.csv")
     print(
         md_table(
-            ["observer", "distance", "epsilon lower bound (95 %)", "claimed"],
+            ["observer", "distance", "test", "ε lower bound (95 %)", "μ", "ε of μ-GDP"],
             [
-                [r["observer"], r["distance"], f"{r['epsilon_lower']:.2f}", f"{args.epsilon:g}"]
+                [
+                    r["observer"],
+                    r["distance"],
+                    r["test"],
+                    f"{r['epsilon_lower']:.2f}",
+                    f"{r['mu']:.2f}",
+                    f"{r['epsilon_of_mu']:.2f}",
+                ]
                 for r in rows
             ],
         )
+    )
+    print(
+        f"claimed: ε = {args.epsilon:g}, δ = {DELTA:g} (μ = {claimed_mu:.2f}); largest "
+        f"reconstruction error {max(s['error'] for s in sims):.1e} (the noise on u's theta: "
+        f"standard deviation {sims[0]['noise_std']:.2f})"
     )
     print(f"{time.perf_counter() - start:.0f} s; wrote {OUT_DIR / 'record_pairwise_audit.csv'}")
 
