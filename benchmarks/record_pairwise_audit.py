@@ -10,8 +10,8 @@ as an empirical lower bound (what these attacks learn, not what every attack cou
   c fixed as under ``--privacy record``), T rounds, on the simulator (:func:`run_batched`:
   the real release path, every machine's own noise streams);
 - the views are **reconstructed from the simulator's per-round state exactly as the round
-  loop sends them** (the simulator has no message hook): :func:`private_thetas_batched` and
-  :func:`z_update_batched` are wrapped (called through, whatever they compute) to keep every
+  loop sends them** (the simulator has no message hook): the simulator's ``private_thetas``
+  and :func:`z_update_batched` are wrapped (called through, whatever they compute) to keep every
   round's released thetas, their centres and penalties, and the Z's; the stop statistics are
   what :func:`dpnet.decentralized.admm.run_machine` computes from them (released loss
   withheld + group penalty, scaled residual, primal, dual, ||theta||), passed through one
@@ -136,10 +136,10 @@ def run_once(shards: list[LocalData], config: ADMMConfig) -> Transcript:
     """The simulator's run, its per-round state kept by wrapping (and calling through) the
     theta release and the Z step."""
     rows: dict[str, list[np.ndarray]] = {"theta": [], "center": [], "rho": [], "z": []}
-    real_release, real_z = batched.private_thetas_batched, batched.z_update_batched
+    real_release, real_z = batched.private_thetas, batched.z_update_batched
 
-    def release(noise, data, center, rho, theta_prev, round_):
-        out = real_release(noise, data, center, rho, theta_prev, round_)
+    def release(noise, data, center, rho, round_, ranks):
+        out = real_release(noise, data, center, rho, round_, ranks)
         rows["theta"].append(out.copy())
         rows["center"].append(np.array(center, copy=True))
         rows["rho"].append(np.array(rho, dtype=float, copy=True))
@@ -150,11 +150,11 @@ def run_once(shards: list[LocalData], config: ADMMConfig) -> Transcript:
         rows["z"].append(out.copy())
         return out
 
-    batched.private_thetas_batched, batched.z_update_batched = release, z_step
+    batched.private_thetas, batched.z_update_batched = release, z_step
     try:
         run_batched(shards, GROUPS, config, GRAPH)
     finally:
-        batched.private_thetas_batched, batched.z_update_batched = real_release, real_z
+        batched.private_thetas, batched.z_update_batched = real_release, real_z
     return Transcript(*(np.stack(rows[k]) for k in ("theta", "center", "rho", "z")))
 
 
