@@ -12,9 +12,10 @@ mechanism, the real streams module, the real output code) except that
   :func:`fixed_theta` of its machine and round, whatever the rows and the noise stream: the
   released values held fixed while the raw records change;
 - every clock reads 0 (timings are the only part of a release that is not reproducible), and
-  what each process computes on the rows is counted instead (:func:`_count_operations`):
-  every loss evaluation with its size, every Newton solve and factorization; at exit the
-  counts are written as the ``process <rank> operations`` line;
+  what each thread computes on the rows is recorded instead (:func:`_count_operations`):
+  the sequence of its loss evaluations with their sizes and its Newton solves and
+  factorizations, so the work of every round; at exit each process writes one
+  ``process <rank> operations`` line (every thread's count and the digest of its sequence);
 - every message a machine sends is hashed, by surface of :data:`dpnet.surfaces.SURFACES`
   ("neighbour messages"; "final gather", without the oracle part, which is a surface of its
   own), and at exit each process writes ``machine <rank> <surface>: <digest>`` lines to the
@@ -27,13 +28,12 @@ write and send the same bytes. Lives in tests/, never in the package: no backdoo
 from __future__ import annotations
 
 import atexit
-import collections
 import hashlib
 import os
 import pickle
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +73,30 @@ def raw_labels_for(target: np.ndarray, key: int, part: int, keep_prob: float) ->
 
 
 _digests: dict[tuple[int, str], hashlib._Hash] = {}
-_operations: collections.Counter[tuple[str, int]] = collections.Counter()
 _operations_lock = threading.Lock()
+_this_thread = threading.local()
+
+
+@dataclass
+class _Work:
+    """One thread's operations, in order: their number and the digest of their sequence."""
+
+    count: int = 0
+    sequence: hashlib._Hash = field(default_factory=hashlib.sha256)
+
+
+_work_of_threads: list[_Work] = []  # kept after each thread ends
+
+
+def _thread_work() -> _Work:
+    work = getattr(_this_thread, "work", None)
+    if work is None:
+        work = _this_thread.work = _Work()
+        with _operations_lock:
+            _work_of_threads.append(work)
+    return work
+
+
 LOSS_METHODS = ("value", "derivative", "curvature", "derivatives", "value_and_derivative")
 SOLVERS = {  # module -> the functions through which it solves or factorizes
     steps: ("newton_direction", "dposv", "dpotrf", "dpotrs", "cho_factor", "cho_solve"),
@@ -85,8 +107,9 @@ SOLVERS = {  # module -> the functions through which it solves or factorizes
 def _counted(name: str, real):  # noqa: ANN001, ANN202
     def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         sizes = [a.size for a in args if isinstance(a, np.ndarray)]
-        with _operations_lock:
-            _operations[(name, sizes[-1] if sizes else 0)] += 1
+        work = _thread_work()
+        work.count += 1
+        work.sequence.update(f"{name} {sizes[-1] if sizes else 0};".encode())
         return real(*args, **kwargs)
 
     return call
@@ -136,9 +159,10 @@ def _hash_messages(cls: type) -> None:
 
 def _write_digests() -> None:
     where = os.environ.get(MESSAGES_VARIABLE)
-    if where and (_digests or _operations):
+    if where and (_digests or _work_of_threads):
         lines = [f"machine {r} {s}: {d.hexdigest()}" for (r, s), d in sorted(_digests.items())]
-        lines.append(f"process {_rank()} operations: {sorted(_operations.items())}")
+        work = sorted((w.count, w.sequence.hexdigest()) for w in _work_of_threads)
+        lines.append(f"process {_rank()} operations: {work}")
         (Path(where) / f"{os.getpid()}.txt").write_text("\n".join(lines) + "\n")
 
 
