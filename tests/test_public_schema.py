@@ -198,20 +198,31 @@ def _structure(value: object) -> object:
 
 
 @pytest.mark.mpi_launch
-def test_per_machine_libsvm_files_send_the_same_bytes(tmp_path):
-    """The whole hook in a job's process (tests/varied_randomness.py), threads: every
-    message a machine sends hashes the same for D and D' (an index above the width)."""
+@pytest.mark.parametrize("backend", ["threads", "mpiexec"])
+def test_per_machine_libsvm_files_send_the_same_bytes(tmp_path, backend):
+    """The whole hook in a job's processes (tests/varied_randomness.py), on threads and under
+    mpiexec: every message a machine sends, and every operation each process performs on the
+    rows, hash the same for D and D' (an index above the width)."""
     released = []
     for name, changed in (("D", None), ("D-prime", "a LIBSVM index above the declared width")):
         workdir = tmp_path / name
-        argv = [*_data_set(workdir, "libsvm {rank}", changed), *RUN, "--backend", "threads"]
+        argv = [*_data_set(workdir, "libsvm {rank}", changed), *RUN]
+        argv += ["--backend", "threads"] if backend == "threads" else []
         (workdir / "messages").mkdir()
         env = {KEY_VARIABLE: "1", FIXED_THETAS_VARIABLE: "1", MESSAGES_VARIABLE: "messages"}
-        done = run_job(argv, module="tests.varied_randomness", cwd=workdir, env=env)
+        n_ranks = J if backend == "mpiexec" else None
+        done = run_job(
+            argv, n_ranks=n_ranks, module="tests.varied_randomness", cwd=workdir, env=env
+        )
         assert done.returncode == 0, done.stderr
-        digests = sorted((workdir / "messages").glob("*.txt"))[0].read_text()
+        digests = sorted(
+            line
+            for file in (workdir / "messages").glob("*.txt")
+            for line in file.read_text().splitlines()
+        )
         released.append((done.stdout, done.stderr, (workdir / "r.json").read_bytes(), digests))
-    assert "neighbour messages" in released[0][3]
+    assert any("operations" in line for line in released[0][3])
+    assert any("neighbour messages" in line for line in released[0][3])
     assert released[0] == released[1]
 
 
