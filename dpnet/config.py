@@ -13,18 +13,13 @@ from dpnet.data.loaders import WIDTH_LIMIT
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.machine import LOSSES
-from dpnet.decentralized.record import DEFAULT_DELTA, RECORD_RELAXATION
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
+from dpnet.decentralized.record import RECORD_RELAXATION
 from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.penalties.group import GROUP_WEIGHTS
-from dpnet.privacy.binary_rr import (
-    MAX_FINITE_EPSILON,
-    epsilon_from_keep_prob,
-    keep_prob_from_epsilon,
-)
-from dpnet.privacy.gaussian import composed_gaussian_multiplier
+from dpnet.privacy.modes import CLI, DEFAULT_DELTA, PrivacyMode, RecordPrivacy, privacy_mode
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -350,6 +345,19 @@ class RunConfig:
         return mode_defaults(self.privacy == "record")[1]
 
     @property
+    def privacy_mode(self) -> PrivacyMode:
+        """The privacy mode of these options, checked (ConfigError on what it cannot take):
+        every privacy rule of the job is read from it (:mod:`dpnet.privacy.modes`)."""
+        return privacy_mode(
+            self.privacy,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            row_bound=self.row_bound,
+            keep_prob=self.keep_prob,
+            spelling=CLI,
+        )
+
+    @property
     def record_delta(self) -> float:
         return DEFAULT_DELTA if self.delta is None else self.delta
 
@@ -357,45 +365,22 @@ class RunConfig:
     def theta_noise_multiplier(self) -> float | None:
         """--privacy record: the multiplier s of every round's theta release, calibrated so that
         the --max-rounds releases compose to exactly (epsilon, delta); None otherwise."""
-        if self.privacy != "record":
-            return None
-        return composed_gaussian_multiplier(self.epsilon, self.record_delta, self.rounds)
+        mode = self.privacy_mode
+        return mode.noise_multiplier(self.rounds) if isinstance(mode, RecordPrivacy) else None
 
     @property
     def keep_probability(self) -> float:
-        """p of randomized response: the given one, or e^eps/(1+e^eps); 1 when eps = inf or
-        under --privacy record without --keep-prob."""
-        if self.keep_prob is not None:
-            return self.keep_prob
-        if self.privacy == "record" or math.isinf(self.epsilon):
-            return 1.0
-        if not self.epsilon < MAX_FINITE_EPSILON:
-            return 1.0  # refused by validate()
-        return keep_prob_from_epsilon(self.epsilon)
+        """p of randomized response (:attr:`privacy_mode`'s)."""
+        return self.privacy_mode.keep_probability
 
     @property
     def label_epsilon(self) -> float:
         """What randomized response with :attr:`keep_probability` spends (inf at p = 1)."""
-        return epsilon_from_keep_prob(self.keep_probability)
+        return self.privacy_mode.label_epsilon
 
     def validate(self) -> RunConfig:
         """Return ``self`` or raise ConfigError naming the first invalid option (one line)."""
-        if self.keep_prob is not None and not math.isinf(self.epsilon) and self.privacy == "label":
-            raise ConfigError("give either --epsilon or --keep-prob, not both")
-        if not (self.epsilon > 0):
-            raise ConfigError(f"--epsilon must be > 0 (inf for no privacy), got {self.epsilon}")
-        if (
-            not math.isinf(self.epsilon)
-            and not self.epsilon < MAX_FINITE_EPSILON
-            and (self.privacy == "label")
-        ):
-            raise ConfigError(
-                f"--epsilon {self.epsilon:g} is so large that the keep probability "
-                f"e^eps/(1+e^eps) rounds to 1 (no label is ever flipped): use --epsilon inf "
-                f"for no privacy, or an epsilon below {MAX_FINITE_EPSILON:g}"
-            )
-        if self.keep_prob is not None and not (0.5 < self.keep_prob < 1.0):
-            raise ConfigError(f"--keep-prob must lie in (0.5, 1), got {self.keep_prob}")
+        mode = self.privacy_mode  # the privacy options, checked by their mode
         checks = [
             (0 < self.lam < math.inf, f"--lam must be finite and > 0, got {self.lam}"),
             (
@@ -459,7 +444,8 @@ class RunConfig:
             if not ok:
                 raise ConfigError(message)
         self._validate_backend()
-        self._validate_record()
+        if mode.record:
+            self._validate_record()
         if self.shard_sizes is not None and self.data is not None and "{rank}" in self.data:
             raise ConfigError(
                 "--shard-sizes does not apply when every machine loads its own "
@@ -505,25 +491,9 @@ class RunConfig:
                 )
 
     def _validate_record(self) -> None:
-        """--privacy record: a finite budget, a row bound, and only what the mechanism covers
-        (its sensitivity needs the exact theta step; --cv would read the rows outside it;
-        checkpoints fingerprint the raw rows)."""
-        if self.privacy != "record":
-            for option, given in (("--delta", self.delta), ("--row-bound", self.row_bound)):
-                if given is not None:
-                    raise ConfigError(f"{option} applies to --privacy record only")
-            return
-        if not math.isfinite(self.epsilon):
-            raise ConfigError("--privacy record needs a finite --epsilon (the record budget)")
-        if self.row_bound is None:
-            raise ConfigError(
-                "--privacy record needs --row-bound R: a public bound on every row's L2 norm "
-                "(longer rows are scaled to it); it must not be computed from the data"
-            )
-        if not 0 < self.row_bound < math.inf:
-            raise ConfigError(f"--row-bound must be finite and > 0, got {self.row_bound}")
-        if not 0 < self.record_delta < 1:
-            raise ConfigError(f"--delta must lie in (0, 1), got {self.delta}")
+        """--privacy record: only what the mechanism covers (its theta step is its own, of
+        fixed work; --cv would read the rows outside it; checkpoints fingerprint the raw
+        rows). Its budget and row bound: :attr:`privacy_mode`."""
         unusable = [
             ("--cv", self.cv is not None),
             ("--checkpoint", self.checkpoint is not None),

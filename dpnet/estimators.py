@@ -29,14 +29,11 @@ from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import public_columns
 from dpnet.decentralized.machine import (
     LOSSES,
-    RECORD_DISTANCE,
-    RECORD_GUARANTEE,
-    RECORD_WORK,
     consensus_model,
     privacy_ledger,
     run_private_machine,
 )
-from dpnet.decentralized.record import DEFAULT_DELTA, RecordNoise
+from dpnet.decentralized.record import record_noise
 from dpnet.errors import ConfigError
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import (
@@ -58,10 +55,17 @@ from dpnet.penalties.group import (
     objective_penalty,
     selected_groups,
 )
-from dpnet.privacy.binary_rr import epsilon_from_keep_prob, keep_prob_from_epsilon
 from dpnet.privacy.budget import BudgetAccountant, charge
-from dpnet.privacy.gaussian import composed_gaussian_multiplier
 from dpnet.privacy.leaks import PrivacyLeakWarning
+from dpnet.privacy.modes import (
+    DEFAULT_DELTA,
+    ESTIMATOR,
+    RECORD_DISTANCE,
+    RECORD_WORK,
+    PrivacyMode,
+    RecordPrivacy,
+    privacy_mode,
+)
 
 _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 
@@ -217,32 +221,25 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         tags.input_tags.sparse = False
         return tags
 
-    def _keep_prob(self) -> float:
-        if self.privacy == "record" or math.isinf(self.epsilon):
-            return 1.0
-        return keep_prob_from_epsilon(self.epsilon)
-
-    def _record_noise(self, rounds: int, seed: int | None) -> RecordNoise | None:
-        """privacy="record": the theta noise for (epsilon, delta) over ``rounds``; None for
-        label privacy (ConfigError on what the record mode cannot take)."""
-        if self.privacy == "label":
-            if self.row_bound is not None:
-                raise ConfigError("row_bound applies to privacy='record' only")
-            return None
-        if math.isinf(self.epsilon):
-            raise ConfigError("privacy='record' needs a finite epsilon, got inf")
-        if self.row_bound is None:
-            raise ConfigError(
-                "privacy='record' needs row_bound: a public bound on every row's L2 norm "
-                "(longer rows are scaled to it), got None"
-            )
-        if self.theta_solver != "newton":
+    def _privacy_mode(self) -> PrivacyMode:
+        """The privacy mode of the parameters, checked before the data are read (ConfigError
+        on what it cannot take): every privacy rule of the fit is read from it
+        (:mod:`dpnet.privacy.modes`, shared with the command line)."""
+        record = self.privacy == "record"
+        mode = privacy_mode(
+            self.privacy,
+            epsilon=self.epsilon,
+            delta=self.delta if record else None,
+            row_bound=self.row_bound,
+            keep_prob=None,
+            spelling=ESTIMATOR,
+        )
+        if mode.record and self.theta_solver != "newton":
             raise ConfigError(
                 "privacy='record' runs its own fixed-work theta step: leave theta_solver at "
                 "'newton'"
             )
-        multiplier = composed_gaussian_multiplier(self.epsilon, self.delta, rounds)
-        return RecordNoise(multiplier, self.row_bound, seed)
+        return mode
 
     def _declared_classes(self) -> np.ndarray | None:
         """``classes`` as an array of two distinct labels, or None; ConfigError otherwise.
@@ -307,16 +304,17 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any) -> DecentralizedGroupLassoLogistic:
         """Fit on rows ``X`` (split evenly over the machines) and two-class labels ``y``."""
-        declared = self._declared_classes()  # the public schema before the data
+        mode = self._privacy_mode()  # the public settings before the data
+        declared = self._declared_classes()
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", y_numeric=False)
         check_magnitude(X, f"{type(self).__name__}.fit")  # the loaders' domain rule
         y_pm1 = self._labels_pm1(y, declared)
-        keep_prob = self._keep_prob()
+        keep_prob = mode.keep_probability
         seed = streams.check_seed(self.random_state, "random_state")
-        record = self.privacy == "record"
+        record = isinstance(mode, RecordPrivacy)
         default_rounds, relaxation = mode_defaults(record)
         rounds = default_rounds if self.max_rounds is None else self.max_rounds
-        noise = self._record_noise(rounds, seed)
+        noise = record_noise(mode, rounds, seed)
         self.backend_ = self.backend
         if self.backend == "auto":  # the simulator runs the Newton theta step only
             self.backend_ = "simulated" if self.theta_solver == "newton" else "threads"
@@ -328,12 +326,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         group_labels, weights = self._group_labels(self.groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
         # each row is on one machine, each machine's guarantee is the fit's (parallel)
-        label_epsilon = epsilon_from_keep_prob(keep_prob)  # what randomized response spends
-        charge(
-            self.accountant,
-            *((self.epsilon, self.delta) if record else (label_epsilon, 0.0)),
-            label=f"{type(self).__name__}.fit",
-        )
+        charge(self.accountant, *mode.spend(), label=f"{type(self).__name__}.fit")
         # the data's work only once the fit is allowed (settings checked, budget charged)
         parts = split_rows(X.shape[0], self.n_machines)
         rows = [X[i] for i in parts]  # each machine's, once
@@ -342,7 +335,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         admm = ADMMConfig(
             lam=self.lam,
             c=self.c,
-            adapt_c=self.adapt_c and noise is None,  # residual balancing chases the noise
+            adapt_c=self.adapt_c and mode.adapts_penalty,
             relaxation=relaxation,
             tol=self.tol,
             max_rounds=rounds,
@@ -413,10 +406,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             else "; assumes a public label set, but classes=None read it from y (not covered)"
         )
         self.privacy_ = {
-            "epsilon": None if keep_prob == 1.0 else label_epsilon,
+            "epsilon": None if keep_prob == 1.0 else mode.label_epsilon,
             "keep_prob": keep_prob,
-            "guarantee": "epsilon-label-DP per machine (replace one label); features are NOT "
-            "protected" + schema,
+            "guarantee": mode.guarantee + schema,
             "classes_public": self.classes is not None,
             "ledger": ledger.to_dict(),
         }
@@ -427,7 +419,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                 "rounds_budget": rounds,
                 "noise_multiplier": noise.noise_multiplier,
                 "row_bound": self.row_bound,
-                "guarantee": f"{RECORD_GUARANTEE}, per machine (replace one record){schema}",
+                "guarantee": f"{mode.guarantee}, per machine (replace one record){schema}",
                 "distance": RECORD_DISTANCE,
                 "work": RECORD_WORK,
             }

@@ -23,7 +23,7 @@ from dpnet.decentralized.boundary import PrivateShard, RawShard
 from dpnet.decentralized.columns import PublicColumns
 from dpnet.decentralized.cv import CVPath, CVResult, assign_folds, cross_validate
 from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
-from dpnet.decentralized.record import RecordNoise
+from dpnet.decentralized.record import record_noise
 from dpnet.decentralized.termination import tree_plan
 from dpnet.errors import ConfigError
 from dpnet.network.comm import Communicator
@@ -40,11 +40,11 @@ class JobOutcome(MachineOutcome):
 def admm_config(config: RunConfig, columns: PublicColumns | None) -> ADMMConfig:
     """The ADMM's parameters of the job ``config`` on shards with the public ``columns``
     (their curvature scales the starting penalty; every machine's shard has the same)."""
-    multiplier = config.theta_noise_multiplier
+    mode = config.privacy_mode
     return ADMMConfig(
         lam=config.lam,
         c=config.c,
-        adapt_c=config.adapt_c and config.privacy != "record",  # off: it chases the noise
+        adapt_c=config.adapt_c and mode.adapts_penalty,
         alpha_z=config.alpha_z,
         relaxation=config.over_relaxation,
         theta_solver=config.theta_solver,
@@ -55,9 +55,7 @@ def admm_config(config: RunConfig, columns: PublicColumns | None) -> ADMMConfig:
         tol=config.tol,
         max_coef_norm=config.max_coef_norm,
         progress_every=config.progress_every,
-        record=None
-        if multiplier is None or config.row_bound is None
-        else RecordNoise(multiplier, config.row_bound, config.seed),
+        record=record_noise(mode, config.rounds, config.seed),
         feature_curvature=None if columns is None else columns.curvature,
     )
 

@@ -25,9 +25,6 @@ from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ROUND_STEPS, MachineResult, ProgressRecord
 from dpnet.decentralized.cv import CVResult
 from dpnet.decentralized.machine import (
-    RECORD_DISTANCE,
-    RECORD_GUARANTEE,
-    RECORD_WORK,
     RR_PROTECTS,
     RR_RELATION,
     MachineRelease,
@@ -37,6 +34,12 @@ from dpnet.decentralized.machine import (
 from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
 from dpnet.penalties.group import groups_from_labels, objective_penalty, selected_groups
+from dpnet.privacy.modes import (
+    LABEL_GUARANTEE,
+    RECORD_DISTANCE,
+    RECORD_GUARANTEE,
+    RECORD_WORK,
+)
 from dpnet.provenance import run_provenance
 from dpnet.setup import PublicSetUp
 
@@ -155,7 +158,7 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
         "epsilon_requested": None if math.isinf(config.epsilon) else config.epsilon,
         "epsilon_per_machine": None if math.isinf(config.label_epsilon) else config.label_epsilon,
         "neighbouring_relation": "replace one label (replace-one), within one machine's shard",
-        "guarantee": "epsilon-label-DP per machine; parallel composition over disjoint shards",
+        "guarantee": f"{LABEL_GUARANTEE}; parallel composition over disjoint shards",
         "protected": "labels",
         "not_protected": FEATURES_NOTE,
         "seed": seeded or "no seed: every machine drew its flips from its own OS entropy",

@@ -30,6 +30,7 @@ from dpnet.decentralized.steps import GroupStructure, LocalData, local_objective
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.network.comm import Communicator
 from dpnet.penalties.group import groups_from_labels
+from dpnet.privacy.modes import RECORD_GUARANTEE
 
 if TYPE_CHECKING:  # the accounting is imported where the ledger is built (rank 0)
     from dp_accounting import dp_event
@@ -40,16 +41,6 @@ RR_RELATION = "replace_one"
 RR_PROTECTS = "labels"
 RECORD_RELATION = "replace_one"  # both relations replace one row: the ledger composes them
 RECORD_PROTECTS = "records (features and label)"
-RECORD_GUARANTEE = "(epsilon, delta)-DP against every other machine, colluding or not"
-RECORD_DISTANCE = (
-    "the same (epsilon, delta) against every other machine, near or far in the graph: no "
-    "discount for distance is claimed (a neighbour's Z carries a sum of released thetas, and "
-    "the stop statistics and the final gather reach every machine)"
-)
-RECORD_WORK = (
-    "every round's theta step is a public number of gradient steps: the same operations for "
-    "every data set"
-)
 HOLDOUT_PART = "held-out rows"
 
 

@@ -43,9 +43,9 @@ from dpnet.decentralized import boundary
 from dpnet.decentralized.stacked import StackedShards, machine_rows, stack_matvec
 from dpnet.errors import ConfigError
 from dpnet.losses.margin import MarginLoss
+from dpnet.privacy.modes import PrivacyMode, RecordPrivacy
 
 DEFAULT_ROUNDS = 100  # the rounds the budget is spread over (measured: penalty_factor)
-DEFAULT_DELTA = 1e-5
 RECORD_RELAXATION = 1.5
 """Over-relaxation under record privacy, where it was measured (docs/privacy.md, "Defaults,
 measured"); label privacy's default is ``ADMMConfig.relaxation``."""
@@ -86,6 +86,14 @@ class RecordNoise:
         """rho * Delta(rho) = (2 L R~ / n)(1 + 2 SOLVE_FRACTION): the sensitivity at rho = 1."""
         exact = 2.0 * lipschitz * math.hypot(self.row_bound, 1.0) / n_total
         return exact * (1.0 + 2.0 * SOLVE_FRACTION)
+
+
+def record_noise(mode: PrivacyMode, rounds: int, seed: int | None) -> RecordNoise | None:
+    """The theta noise of ``mode`` over ``rounds`` rounds (its multiplier calibrated to the
+    mode's (epsilon, delta)), ``seed`` naming the noise streams; None under label privacy."""
+    if not isinstance(mode, RecordPrivacy):
+        return None
+    return RecordNoise(mode.noise_multiplier(rounds), mode.row_bound, seed)
 
 
 def fixed_work(

@@ -280,8 +280,9 @@ def newton_direction(
 
         H^{-1} g = (1/rho) [g - X^T S (rho I + S X X^T S)^{-1} S X g],
 
-    an n x n SPD (Cholesky) system that never divides by a weight; ``gram`` = X X^T may be
-    passed to reuse it across Newton iterations. See docs/algorithms.md.
+    an n x n SPD (Cholesky, LAPACK dposv) system that never divides by a weight, NaN as the
+    dense one; ``gram`` = X X^T may be passed to reuse it across Newton iterations. See
+    docs/algorithms.md.
     """
     if kind == "dense":
         hess = weighted_gram(X, np.sqrt(weights))  # the upper triangle, which dposv reads
@@ -297,9 +298,11 @@ def newton_direction(
     s = np.sqrt(weights)
     small = s[:, None] * gram * s[None, :]
     small[np.diag_indices_from(small)] += rho
-    w = cho_solve(
-        cho_factor(small, lower=True, check_finite=False), s * (X @ grad), check_finite=False
-    )
+    if not np.isfinite(small).all():
+        return np.full_like(grad, np.nan)
+    _, w, info = dposv(small, s * (X @ grad), lower=1, overwrite_a=True)
+    if info != 0:  # not numerically positive definite (features spanning ~1e99 and 1)
+        return np.full_like(grad, np.nan)
     return (grad - X.T @ (s * w)) / rho
 
 

@@ -34,6 +34,9 @@ _LAZY = {
     "clip_per_example": "clipping",
     "check_row_norms": "clipping",
     "PrivacyLeakWarning": "leaks",
+    "LabelPrivacy": "modes",
+    "RecordPrivacy": "modes",
+    "privacy_mode": "modes",
 }
 
 __all__ = list(_LAZY)

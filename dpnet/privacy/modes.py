@@ -1,0 +1,188 @@
+"""The privacy modes of the decentralized fit as objects, one place for each rule.
+
+The command line (:class:`dpnet.config.RunConfig`) and the estimator
+(:class:`dpnet.estimators.DecentralizedGroupLassoLogistic`) each turn their settings into a
+:class:`LabelPrivacy` or a :class:`RecordPrivacy` with :func:`privacy_mode`, which checks them
+once; every rule of a mode — its defaults, what it refuses, the randomized-response keep
+probability, whether the penalty may adapt, what a fit spends, the words of its guarantee —
+is read from the object, never re-derived by a front door. Errors name a setting as the front
+door spells it (:class:`Spelling`). The proofs: docs/privacy.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from dpnet.errors import ConfigError
+from dpnet.privacy.binary_rr import (
+    MAX_FINITE_EPSILON,
+    epsilon_from_keep_prob,
+    keep_prob_from_epsilon,
+)
+from dpnet.privacy.gaussian import composed_gaussian_multiplier
+
+PRIVACY_MODES = ("label", "record")
+DEFAULT_DELTA = 1e-5
+LABEL_GUARANTEE = "epsilon-label-DP per machine (replace one label); features are NOT protected"
+RECORD_GUARANTEE = "(epsilon, delta)-DP against every other machine, colluding or not"
+RECORD_DISTANCE = (
+    "the same (epsilon, delta) against every other machine, near or far in the graph: no "
+    "discount for distance is claimed (a neighbour's Z carries a sum of released thetas, and "
+    "the stop statistics and the final gather reach every machine)"
+)
+RECORD_WORK = (
+    "every round's theta step is a public number of gradient steps: the same operations for "
+    "every data set"
+)
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a front door names the modes' settings in its one-line errors."""
+
+    record: str
+    epsilon: str
+    delta: str
+    row_bound: str
+    keep_prob: str
+
+
+CLI = Spelling("--privacy record", "--epsilon", "--delta", "--row-bound", "--keep-prob")
+ESTIMATOR = Spelling("privacy='record'", "epsilon", "delta", "row_bound", "keep_prob")
+
+
+def _check_keep_prob(keep_prob: float | None, spelling: Spelling) -> None:
+    if keep_prob is not None and not 0.5 < keep_prob < 1.0:
+        raise ConfigError(f"{spelling.keep_prob} must lie in (0.5, 1), got {keep_prob}")
+
+
+@dataclass(frozen=True)
+class LabelPrivacy:
+    """Randomized response on every machine's labels with budget ``epsilon`` (inf: none), or
+    the given keep probability ``keep_prob``: epsilon-label-DP per machine under replacing one
+    label; the features are not protected. The machines may adapt the penalty c (residual
+    balancing reads released statistics only)."""
+
+    epsilon: float = math.inf
+    keep_prob: float | None = None
+    name: ClassVar[str] = "label"
+    record: ClassVar[bool] = False
+    adapts_penalty: ClassVar[bool] = True
+    guarantee: ClassVar[str] = LABEL_GUARANTEE
+
+    def check(self, spelling: Spelling) -> LabelPrivacy:
+        """``self``, or ConfigError naming the first setting the mode cannot take."""
+        if self.keep_prob is not None and not math.isinf(self.epsilon):
+            raise ConfigError(f"give either {spelling.epsilon} or {spelling.keep_prob}, not both")
+        if not self.epsilon > 0:
+            raise ConfigError(
+                f"{spelling.epsilon} must be > 0 (inf for no privacy), got {self.epsilon}"
+            )
+        if not math.isinf(self.epsilon) and not self.epsilon < MAX_FINITE_EPSILON:
+            raise ConfigError(
+                f"{spelling.epsilon} {self.epsilon:g} is so large that the keep probability "
+                f"e^eps/(1+e^eps) rounds to 1 (no label is ever flipped): use inf for no "
+                f"privacy, or an epsilon below {MAX_FINITE_EPSILON:g}"
+            )
+        _check_keep_prob(self.keep_prob, spelling)
+        return self
+
+    @property
+    def keep_probability(self) -> float:
+        """p of randomized response: the given one, or e^eps / (1 + e^eps); 1 at eps = inf."""
+        if self.keep_prob is not None:
+            return self.keep_prob
+        if math.isinf(self.epsilon) or not self.epsilon < MAX_FINITE_EPSILON:
+            return 1.0  # the second refused by check()
+        return keep_prob_from_epsilon(self.epsilon)
+
+    @property
+    def label_epsilon(self) -> float:
+        """What randomized response with :attr:`keep_probability` spends (inf at p = 1)."""
+        return epsilon_from_keep_prob(self.keep_probability)
+
+    def spend(self) -> tuple[float, float]:
+        """(epsilon, delta) one fit charges an accountant, per machine."""
+        return self.label_epsilon, 0.0
+
+
+@dataclass(frozen=True)
+class RecordPrivacy:
+    """Gaussian noise on every theta a machine sends: (``epsilon``, ``delta``)-DP for a whole
+    record against every other machine over a fit's rounds, rows scaled to ``row_bound`` R (a
+    public bound, required); ``keep_prob``: randomized response on the labels as well. The
+    penalty c stays fixed (residual balancing would chase the noise)."""
+
+    epsilon: float
+    row_bound: float
+    delta: float = DEFAULT_DELTA
+    keep_prob: float | None = None
+    name: ClassVar[str] = "record"
+    record: ClassVar[bool] = True
+    adapts_penalty: ClassVar[bool] = False
+    guarantee: ClassVar[str] = RECORD_GUARANTEE
+
+    def check(self, spelling: Spelling) -> RecordPrivacy:
+        """``self``, or ConfigError naming the first setting the mode cannot take."""
+        if not 0 < self.epsilon < math.inf:
+            raise ConfigError(
+                f"{spelling.record} needs a finite {spelling.epsilon} > 0 (the record budget), "
+                f"got {self.epsilon}"
+            )
+        if not 0 < self.row_bound < math.inf:
+            raise ConfigError(f"{spelling.row_bound} must be finite and > 0, got {self.row_bound}")
+        if not 0 < self.delta < 1:
+            raise ConfigError(f"{spelling.delta} must lie in (0, 1), got {self.delta}")
+        _check_keep_prob(self.keep_prob, spelling)
+        return self
+
+    @property
+    def keep_probability(self) -> float:
+        """p of the labels' randomized response: the given one, else 1 (none)."""
+        return 1.0 if self.keep_prob is None else self.keep_prob
+
+    @property
+    def label_epsilon(self) -> float:
+        """What the labels' randomized response spends (inf at p = 1: none applied)."""
+        return epsilon_from_keep_prob(self.keep_probability)
+
+    def noise_multiplier(self, rounds: int) -> float:
+        """The multiplier s of every round's theta release, calibrated so that ``rounds``
+        releases compose to exactly (epsilon, delta) (:func:`composed_gaussian_multiplier`)."""
+        return composed_gaussian_multiplier(self.epsilon, self.delta, rounds)
+
+    def spend(self) -> tuple[float, float]:
+        """(epsilon, delta) one fit charges an accountant, per machine."""
+        return self.epsilon, self.delta
+
+
+PrivacyMode = LabelPrivacy | RecordPrivacy
+
+
+def privacy_mode(
+    privacy: str,
+    *,
+    epsilon: float,
+    delta: float | None,
+    row_bound: float | None,
+    keep_prob: float | None,
+    spelling: Spelling,
+) -> PrivacyMode:
+    """The checked mode ``privacy`` ("label" or "record") of these settings; ``delta`` None:
+    the default. Under label privacy a given ``delta`` or ``row_bound`` is refused."""
+    if privacy == "label":
+        for name, given in ((spelling.delta, delta), (spelling.row_bound, row_bound)):
+            if given is not None:
+                raise ConfigError(f"{name} applies to {spelling.record} only")
+        return LabelPrivacy(epsilon, keep_prob).check(spelling)
+    if privacy == "record":
+        if row_bound is None:
+            raise ConfigError(
+                f"{spelling.record} needs {spelling.row_bound}: a public bound on every row's "
+                f"L2 norm (longer rows are scaled to it); it must not be computed from the data"
+            )
+        delta = DEFAULT_DELTA if delta is None else delta
+        return RecordPrivacy(epsilon, row_bound, delta, keep_prob).check(spelling)
+    raise ConfigError(f"unknown privacy mode {privacy!r}; expected one of {PRIVACY_MODES}")
