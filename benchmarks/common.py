@@ -26,6 +26,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "benchmarks" / "out"
+DOCS_DIR = REPO / "docs"
 DATA_DIR = Path(os.environ.get("DPNET_DATA_DIR", REPO.parent / "shared" / "data"))
 MEMSET_PATH = DATA_DIR / "memset" / "memset_donor_7mer.csv.gz"
 EPS_GRID = (0.1, 0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.5, 1.7, 1.9)
@@ -254,6 +255,48 @@ def resolve_data_dir(given: Path | None) -> Path | None:
     how = "--data-dir" if given is not None else "the default (pass --data-dir PATH)"
     print(f"data directory {path} not found ({how}): real-data parts are skipped", flush=True)
     return None
+
+
+def add_update_docs_argument(parser: Any, page: str) -> None:
+    """``--update-docs``: write the committed page docs/``page`` instead of its copy in the
+    script's ``--out`` folder (see :func:`report_path`)."""
+    parser.add_argument(
+        "--update-docs",
+        action="store_true",
+        help=f"write the committed page docs/{page} (default: {page} in the --out folder, "
+        "not committed); refused (exit 2) when a data set the page reports on is missing",
+    )
+
+
+def report_path(
+    page: str,
+    *,
+    out: Path,
+    update_docs: bool,
+    data_dir: Path | None = None,
+    needs: tuple[str, ...] = (),
+) -> Path:
+    """Where a paper report is written: ``out / page`` (under benchmarks/out/, git-ignored) by
+    default; the committed ``docs/page`` only with ``--update-docs``.
+
+    With ``--update-docs`` every file of ``needs`` (relative to the data folder: ``data_dir``
+    as given by ``--data-dir``, else :data:`DATA_DIR`) must exist: otherwise the run is refused
+    with one line on stderr and exit code 2, so a page with real results is never replaced by
+    "not testable" rows. Call it before the run, so a refusal costs nothing.
+    """
+    if not update_docs:
+        return Path(out) / page
+    folder = Path(data_dir) if data_dir is not None else DATA_DIR
+    missing = [name for name in needs if not (folder / name).is_file()]
+    if missing:
+        print(
+            f"--update-docs refused: docs/{page} reports on {', '.join(missing)}, not found "
+            f"under {folder} (pass --data-dir PATH, or drop --update-docs to write {page} "
+            "under --out)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return DOCS_DIR / page
 
 
 def machine_description() -> str:

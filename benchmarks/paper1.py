@@ -1,14 +1,16 @@
 """Paper 1 (Chen, Miao & Tang, DP median regression) end to end: the simulation of section 4
-(Tables 1-2) with verdicts on the paper's claims, written to docs/results-paper1.md.
+(Tables 1-2) with verdicts on the paper's claims, written to benchmarks/out/paper1/
+results-paper1.md; with --update-docs to the committed docs/results-paper1.md instead.
 
     nice -n 10 python -m benchmarks.paper1 --mode quick   # n = 5,000 and 500,000, 3 repetitions
     nice -n 10 python -m benchmarks.paper1 --mode full    # n = 5,000 and 5,000,000, 10 (as paper)
+    nice -n 10 python -m benchmarks.paper1 --mode quick --update-docs   # the committed page
 
 Runs benchmarks/median_regression.py's experiment (y = 2 + 3 x1 - 4 x3 + Laplace(2), x uniform
 in the unit ball, y clipped to 10, the paper's lambda, gamma, e, tau, N, l; epsilon in
 {0.1, 0.5, 1, 2} because the paper's epsilon was lost) and the IRLS iteration count. Synthetic
-data only (--data-dir is accepted for a uniform interface and not needed). PNG, CSV and the raw
-table go to benchmarks/out/paper1/ (--out).
+data only (--data-dir is accepted for a uniform interface and not needed). PNG, CSV, the raw
+table and the report go to benchmarks/out/paper1/ (--out).
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from benchmarks import median_regression
 from benchmarks.common import (
     NOT_TESTABLE,
     OUT_DIR,
-    REPO,
     add_data_dir_argument,
+    add_update_docs_argument,
     claim,
     machine_description,
     md_table,
     report_command,
+    report_path,
     shown_path,
     verdict_of,
     write_report,
@@ -39,6 +42,7 @@ from dpnet.baselines.median import PAPER_PARAMS, simulate_median_data
 from dpnet.baselines.median.algorithms import irls_fit
 from dpnet.privacy.clipping import clip_values
 
+PAGE = "results-paper1.md"
 MODES = {"quick": ((5_000, 500_000), 3), "full": ((5_000, 5_000_000), 10)}
 ALG1, ALG2 = "Alg1 objective", "Alg2 irls"
 ALG3 = "Alg3 zero start, l=0.1"  # the paper's step; zero start: a data-independent start
@@ -374,9 +378,12 @@ def main() -> None:
     parser.add_argument("--mode", choices=sorted(MODES), default="quick")
     add_data_dir_argument(parser)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=OUT_DIR / "paper1", help="PNG/CSV folder")
-    parser.add_argument("--doc", type=Path, default=REPO / "docs" / "results-paper1.md")
+    parser.add_argument(
+        "--out", type=Path, default=OUT_DIR / "paper1", help="PNG/CSV/report folder"
+    )
+    add_update_docs_argument(parser, PAGE)
     args = parser.parse_args()
+    doc = report_path(PAGE, out=args.out, update_docs=args.update_docs)  # synthetic data only
     start = time.perf_counter()
     machine = machine_description()
     sizes, reps = MODES[args.mode]
@@ -388,7 +395,7 @@ def main() -> None:
     claims = claims_of(rows, timings, iters)
     command = report_command("paper1")
     write_report(
-        args.doc,
+        doc,
         title="Paper 1: median regression with differential privacy",
         header=HEADER,
         command=command,
