@@ -229,3 +229,24 @@ def test_the_estimator_takes_names() -> None:
             model = DecentralizedGroupLassoLogistic(groups=groups, max_rounds=3, n_machines=2)
             with pytest.raises(Exception, match=needle):
                 model.fit(data, y)
+
+
+def test_the_names_reach_rank_0_under_mpiexec(tmp_path: Path) -> None:
+    """With {rank} CSV files each process reads its own header; rank 0 writes its own (every
+    machine's agree: the set-up exchange compares them)."""
+    from tests.launch import run_job
+
+    for j in range(2):
+        _csv(tmp_path / f"p-{j}.csv", seed=j)
+    spec = _file(tmp_path, LAYOUTS["name mapping with header, unordered"])
+    argv = ["--data", "p-{rank}.csv", "--groups", spec, *RUN, "--output", "r.json"]
+    done = run_job(argv, n_ranks=2, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["feature_names"] == list(NAMES)
+    assert report["column_group_labels"] == ["demographics", "money", "money", "demographics"]
+    _csv(tmp_path / "p-1.csv", header=("age", "income", "kids", "debt"))
+    done = run_job(argv, n_ranks=2, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "header names feature column 2 'kids', machine 0's 'debt'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
