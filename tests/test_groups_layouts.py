@@ -130,13 +130,18 @@ def test_the_cli_runs_each_kind_of_layout(tmp_path: Path, layout: str) -> None:
     assert len(report["coef"]) == 4
 
 
+@pytest.mark.parametrize("backend", ["threads", "simulated"])
 @pytest.mark.parametrize("data", ["d.csv", "p-{rank}.csv"])
-def test_the_results_file_carries_names_and_group_labels(tmp_path: Path, data: str) -> None:
+def test_the_results_file_carries_names_and_group_labels(
+    tmp_path: Path, data: str, backend: str
+) -> None:
     for j in range(2):
         _csv(tmp_path / f"p-{j}.csv", seed=j)
     _csv(tmp_path / "d.csv")
     spec = _file(tmp_path, LAYOUTS["name mapping"])
-    report = _run(tmp_path, ["--data", str(tmp_path / data), "--groups", spec])
+    argv = ["--data", str(tmp_path / data), "--groups", spec, "--backend", backend]
+    report = _run(tmp_path, argv)
+    assert report["backend"] == backend
     assert report["feature_names"] == list(NAMES)
     assert report["column_groups"] == EXPECTED
     labels = ["demographics", "money", "money", "demographics"]
