@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from numbers import Real
 from typing import Any
 
@@ -112,7 +113,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     (docs/algorithms.md, "The descent of c in the tail").
 
     ``groups``: one group id per column (the columns of a group enter and leave the model
-    together; default None: one group per column). A constructor parameter, so that
+    together; default None: one group per column), ids of any sortable kind (integers or
+    names), or, when X is a pandas DataFrame, a dict {column name: group} listing every
+    column (a column not listed is refused by name). A constructor parameter, so that
     ``GridSearchCV(...).fit(X, y, groups=g)`` can give *row* groups to its splitter.
 
     ``accountant``: a :class:`~dpnet.privacy.budget.BudgetAccountant` shared across fits: the
@@ -293,6 +296,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         return np.where(_equal(y, classes[1]), 1.0, -1.0)
 
     def _group_labels(self, groups: Any, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(groups, Mapping):
+            groups = self._groups_by_name(groups)
         ids = np.arange(n_features) if groups is None else np.asarray(groups)
         if ids.shape != (n_features,):
             raise ConfigError(
@@ -300,6 +305,22 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             )
         labels = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
         return labels, group_weights(labels, self.group_weights)
+
+    def _groups_by_name(self, groups: Mapping[Any, Any]) -> list[Any]:
+        """A dict {column name: group} as one group per column of X (a DataFrame's names)."""
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            raise ConfigError(
+                "groups as a dict {column name: group} needs X as a pandas DataFrame with "
+                "string column names"
+            )
+        unknown = next((key for key in groups if key not in set(names)), None)
+        if unknown is not None:
+            raise ConfigError(f"groups names {unknown!r}, no column of X")
+        missing = next((name for name in names if name not in groups), None)
+        if missing is not None:
+            raise ConfigError(f"groups gives no group for column {missing!r} of X")
+        return [groups[name] for name in names]
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any) -> DecentralizedGroupLassoLogistic:

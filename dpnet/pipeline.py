@@ -169,24 +169,28 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
     # label privacy: the column moments for the fit's shift and start (the features are
     # public there)
     moments = ColumnMoments.of(own.X, world.size) if centres_columns(config.privacy) else None
-    metas = world.allgather((own.n_samples, own.groups.tolist(), moments))
+    # the public schema of each file (rows, groups, header): every machine checks they agree
+    schema = (own.n_samples, own.groups.tolist(), own.feature_names)
+    metas = world.allgather((schema, moments))
     try:
-        check_own_shards(config, [m[:2] for m in metas])
+        check_own_shards(config, [m[0] for m in metas])
         if world.rank == 0:
-            setup = own_data_problem(config, own.groups)
+            setup = own_data_problem(config, own.groups, own.feature_names, own.group_names)
     except DpnetError as exc:
         error = str(exc)
     if (error := world.agree(error)) is not None:
         return None, None, error
-    total = sum(m[0] for m in metas)
-    columns = PublicColumns.pooled([m[2] for m in metas], total) if moments is not None else None
+    total = sum(m[0][0] for m in metas)
+    columns = PublicColumns.pooled([m[1] for m in metas], total) if moments is not None else None
     return shard_from_own_data(own, total, config, columns), setup, None
 
 
-def check_own_shards(config: RunConfig, metas: list[tuple[int, list[int]]]) -> None:
-    """Every machine's (row count, column groups) of its own file: the same groups, and rows
-    enough for --cv (ConfigError)."""
-    check_shards_agree([m[0] for m in metas], [m[1] for m in metas])
+def check_own_shards(
+    config: RunConfig, metas: list[tuple[int, list[int], tuple[str, ...] | None]]
+) -> None:
+    """Every machine's (row count, column groups, CSV header) of its own file: the same
+    groups and header, and rows enough for --cv (ConfigError)."""
+    check_shards_agree([m[0] for m in metas], [m[1] for m in metas], [m[2] for m in metas])
     check_cv_rows(config, [m[0] for m in metas])
 
 
@@ -204,11 +208,11 @@ def all_shards(config: RunConfig, size: int) -> tuple[list[RawShard], SetUp]:
             own.append(load_own_shard(config, rank))
         except DpnetError as exc:
             raise DataError(f"machine {rank}: {exc}") from None
-    check_own_shards(config, [(o.n_samples, o.groups.tolist()) for o in own])
+    check_own_shards(config, [(o.n_samples, o.groups.tolist(), o.feature_names) for o in own])
     total = sum(o.n_samples for o in own)
     columns = public_columns(config.privacy, [o.X for o in own], total)
     shards = [shard_from_own_data(o, total, config, columns) for o in own]
-    return shards, own_data_problem(config, own[0].groups)
+    return shards, own_data_problem(config, own[0].groups, own[0].feature_names, own[0].group_names)
 
 
 def simulated_job(config: RunConfig, started_at: float) -> int:

@@ -312,6 +312,9 @@ def build_report(
         "n_test": None if public.evaluation is None else public.evaluation.n_samples,
         "selected_groups": selected.tolist(),
         "column_groups": public.group_labels.tolist(),  # coef[k] is in group column_groups[k]
+        # public: the CSV header's names, the labels --groups gave (else null)
+        "feature_names": None if public.feature_names is None else list(public.feature_names),
+        **_group_labels(public, selected),
         "coef": coef.tolist(),
         "intercept": intercept,
         "timing": {
@@ -331,6 +334,17 @@ def build_report(
         "baselines": baselines or {},
         "n_machines": J,
         **({} if cross_validation is None else {"cross_validation": _cv_block(cross_validation)}),
+    }
+
+
+def _group_labels(public: PublicSetUp, selected: np.ndarray) -> dict[str, list[Any] | None]:
+    """Each column's and each selected group's label as --groups gave it (null without)."""
+    names = public.group_names
+    if names is None:
+        return {"column_group_labels": None, "selected_group_labels": None}
+    return {
+        "column_group_labels": [names[g] for g in public.group_labels.tolist()],
+        "selected_group_labels": [names[g] for g in selected.tolist()],
     }
 
 

@@ -30,7 +30,7 @@ from dpnet import streams
 from dpnet.config import RunConfig
 from dpnet.data.dataset import GroupData
 from dpnet.data.labels import LabelDomain
-from dpnet.data.loaders import format_of, groups_width, load_dataset
+from dpnet.data.loaders import format_of, groups_by_name, groups_width, load_dataset
 from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized import boundary
@@ -56,6 +56,8 @@ class PublicSetUp:
     evaluation: EvaluationSet | None
     holdout_event: dp_event.DpEvent | None
     data_layout: str
+    feature_names: tuple[str, ...] | None = None  # a CSV header's (public)
+    group_names: tuple[int | str, ...] | None = None  # group g's label as --groups gave it
 
 
 @dataclass(frozen=True)
@@ -75,16 +77,22 @@ def declared_width(config: RunConfig) -> int | None:
     """The public schema's width P, declared before any private row is read: --n-features,
     or the count of ids of a --groups list or file (both given: they must agree). None: each
     CSV or npz file carries its own in its format; a LIBSVM --data or --test-data, which
-    carries none, is refused here, before any file is opened (ConfigError)."""
+    carries none, is refused here, before any file is opened (ConfigError), and so is a
+    --groups file mapping columns by name for a file that is no CSV (only a CSV header names
+    columns)."""
     implied = groups_width(config.groups)
     if config.n_features is not None and implied not in (None, config.n_features):
         raise ConfigError(
             f"--n-features {config.n_features} but --groups gives {implied} ids (one per column)"
         )
     width = config.n_features if config.n_features is not None else implied
+    by_name = groups_by_name(config.groups)
     for path in (config.data, config.test_data):
-        if path is not None:
-            format_of(path, width)
+        if path is not None and format_of(path, width) != "csv" and by_name:
+            raise ConfigError(
+                f"--groups {config.groups} maps columns by name, but {path} is no CSV file, "
+                "whose header would name them: map them by 0-based column index"
+            )
     return width
 
 
@@ -93,13 +101,31 @@ def _load(config: RunConfig, path: str, n_features: int | None) -> GroupData:
     return load_dataset(path, groups=config.groups, labels=_labels(config), n_features=n_features)
 
 
-def load_public_test(config: RunConfig, n_features: int) -> EvaluationSet | None:
+def load_public_test(
+    config: RunConfig, n_features: int, names: tuple[str, ...] | None = None
+) -> EvaluationSet | None:
     """``--test-data``: a file the user declares public, read at the schema's width (declared,
-    or the one the training files' format carries); its labels are used as they are."""
+    or the one the training files' format carries); its labels are used as they are. If both
+    it and the training data have a header (``names``), the two must name the same columns in
+    the same order (ConfigError)."""
     if config.test_data is None:
         return None
     test = _load(config, config.test_data, n_features)
+    if names is not None and test.feature_names not in (None, names):
+        other = _other_columns(test.feature_names, names, "the training data's")
+        raise ConfigError(f"{config.test_data}: {other}")
     return EvaluationSet(test.X, test.y, PUBLIC)
+
+
+def _other_columns(found: tuple[str, ...], expected: tuple[str, ...], whose: str) -> str:
+    """How the header ``found`` differs from the header ``expected`` (``whose``), in words."""
+    k = next((k for k, (a, b) in enumerate(zip(found, expected, strict=False)) if a != b), None)
+    if k is None:
+        return f"its header names {len(found)} feature columns, {whose} {len(expected)}"
+    return (
+        f"its header names feature column {k} {found[k]!r}, {whose} {expected[k]!r} "
+        "(the headers must be the same)"
+    )
 
 
 def _randomized_holdout(
@@ -139,7 +165,7 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
         public_test = None
     else:
         full = _load(config, config.data, declared_width(config))
-        public_test = load_public_test(config, full.n_features)
+        public_test = load_public_test(config, full.n_features, full.feature_names)
         train = full
         if public_test is None and config.test_fraction > 0:
             tr, te = train_test_split_indices(full.n_samples, config.test_fraction, data_rng)
@@ -172,7 +198,15 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
     evaluation, event = public_test, None
     if holdout is not None:
         evaluation, event = _randomized_holdout(holdout, config, n_machines)
-    public = PublicSetUp(train.groups, weights, evaluation, event, "split by rank 0")
+    public = PublicSetUp(
+        train.groups,
+        weights,
+        evaluation,
+        event,
+        "split by rank 0",
+        train.feature_names if config.data is not None else None,
+        train.group_names,
+    )
     holdout_raw = holdout.y if holdout is not None and config.oracle_output else None
     return SetUp(shards, public, holdout_raw)
 
@@ -190,10 +224,26 @@ def load_own_shard(config: RunConfig, rank: int) -> GroupData:
     return _load(config, path, declared_width(config))
 
 
-def check_shards_agree(rows: list[int], groups: list[list[int]]) -> None:
+def check_shards_agree(
+    rows: list[int],
+    groups: list[list[int]],
+    names: list[tuple[str, ...] | None] | None = None,
+) -> None:
     """All machines' files must describe the same columns and groups (ConfigError if not):
     with a declared width and --groups every file was read at them; what is left to check
-    are the widths and ``groups`` arrays that CSV and npz files carry in their format."""
+    are the widths, ``groups`` arrays and CSV headers (``names``) that CSV and npz files
+    carry in their format."""
+    for j, found in enumerate(names or []):
+        expected = names[0] if names else None
+        if found == expected:
+            continue
+        if found is None or expected is None:
+            raise ConfigError(
+                f"machine {j}'s data {'has no' if found is None else 'has a'} header, machine "
+                f"0's {'has' if found is None else 'has none'} (the headers must be the same)"
+            )
+        other = _other_columns(found, expected, "machine 0's")
+        raise ConfigError(f"machine {j}'s data: {other}")
     for j, g in enumerate(groups):
         if len(g) != len(groups[0]):
             raise ConfigError(
@@ -203,14 +253,23 @@ def check_shards_agree(rows: list[int], groups: list[list[int]]) -> None:
             raise ConfigError(f"machine {j}'s data has other column groups than machine 0's")
 
 
-def own_data_problem(config: RunConfig, groups: np.ndarray) -> SetUp:
-    """Rank 0's set-up when every machine loads its own shard: a public test file at most."""
+def own_data_problem(
+    config: RunConfig,
+    groups: np.ndarray,
+    names: tuple[str, ...] | None = None,
+    group_names: tuple[int | str, ...] | None = None,
+) -> SetUp:
+    """Rank 0's set-up when every machine loads its own shard, from the public schema of
+    rank 0's own file (every machine's agree): its column ``groups``, the header's ``names``
+    and the labels ``group_names`` --groups gave; a public test file at most."""
     public = PublicSetUp(
         groups,
         group_weights(groups, config.group_weights),
-        load_public_test(config, len(groups)),
+        load_public_test(config, len(groups), names),
         None,
         "each machine loaded its own file",
+        names,
+        group_names,
     )
     return SetUp(None, public, None)
 

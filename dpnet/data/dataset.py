@@ -31,7 +31,8 @@ def check_magnitude(X: np.ndarray, source: str) -> None:
 class GroupData:
     """Rows ``X`` (float64, C-contiguous, shape (n, p)), labels ``y`` in {-1, +1} (float64, (n,)),
     ``groups[k]`` = group id of column k (int64, ids 0..G-1, every id used), optional true
-    coefficient ``coef_true`` (synthetic data) and column names ``feature_names``.
+    coefficient ``coef_true`` (synthetic data), column names ``feature_names`` and the labels
+    ``group_names[g]`` the groups were given (``--groups``: integers or names).
 
     Construction does not check anything; call :meth:`validate`.
     """
@@ -41,6 +42,7 @@ class GroupData:
     groups: np.ndarray
     coef_true: np.ndarray | None = None
     feature_names: tuple[str, ...] | None = None
+    group_names: tuple[int | str, ...] | None = None
 
     @property
     def n_samples(self) -> int:
@@ -63,6 +65,7 @@ class GroupData:
             self.groups,
             self.coef_true,
             self.feature_names,
+            self.group_names,
         )
 
     def validate(self, source: str = "data", *, both_classes: bool = True) -> GroupData:
@@ -72,7 +75,7 @@ class GroupData:
         vector with values in {-1, +1} (and both classes present if ``both_classes``: never
         for label-private data, where whether a check passes must not depend on the labels);
         groups an int64 (p,) vector whose ids are exactly 0..G-1; coef_true (if given) of
-        shape (p,); feature_names (if given) of length p.
+        shape (p,); feature_names (if given) of length p; group_names (if given) of length G.
         """
         X, y, g = self.X, self.y, self.groups
         if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float64:
@@ -107,6 +110,10 @@ class GroupData:
             raise DataError(f"{source}: coef_true has shape {np.shape(self.coef_true)}, not ({p},)")
         if self.feature_names is not None and len(self.feature_names) != p:
             raise DataError(f"{source}: {len(self.feature_names)} feature names for {p} columns")
+        if self.group_names is not None and len(self.group_names) != self.n_groups:
+            raise DataError(
+                f"{source}: {len(self.group_names)} group names for {self.n_groups} groups"
+            )
         return self
 
 

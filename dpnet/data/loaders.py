@@ -21,6 +21,7 @@ import gzip
 import io
 import re
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,23 +95,83 @@ def _detect_format(path: Path, fmt: str | None) -> str:
     )
 
 
-def parse_groups(spec: str | None, n_features: int, source: str = "groups") -> np.ndarray:
+GroupLabel = int | str  # a group's label as the --groups spec gives it
+
+
+@dataclass(frozen=True)
+class ColumnGroups:
+    """The group of every column: ``ids`` (int64, 0..G-1, in sorted order of the given
+    labels: integers first, by value, then names) and ``labels[g]``, the label group ``g`` was
+    given (None when the spec gave none: "none", "size:K", an npz file's own array)."""
+
+    ids: np.ndarray
+    labels: tuple[GroupLabel, ...] | None
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """A list or file of groups, read without the data: ``labels[i]`` is entry i's group,
+    of column i (a list) or of column ``keys[i]`` (a "column,group" mapping, by 0-based
+    index or by the column's name in the CSV header). A name mapping's ``first`` row is its
+    header unless it names a column (decided against the names, :func:`_resolve`)."""
+
+    where: str
+    labels: tuple[GroupLabel, ...]
+    keys: tuple[int, ...] | tuple[str, ...] | None = None
+    by_name: bool = False
+    first: tuple[str, str] | None = None
+
+    @property
+    def width(self) -> int | None:
+        """Columns it implies (one entry per column); None for a name mapping, which fits
+        the columns the CSV header names."""
+        return None if self.by_name else len(self.labels)
+
+
+GROUPS_FORMAT = (
+    "expected 'none', 'size:K', group ids separated by commas or whitespace (one per "
+    "column), or a file of them or of 'column,group' lines"
+)
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_groups(
+    spec: str | None,
+    n_features: int,
+    source: str = "groups",
+    names: tuple[str, ...] | None = None,
+) -> np.ndarray:
     """Group id per column (int64, ids relabelled to 0..G-1 in sorted order of the given ids).
 
     ``spec``: None or "none" -> one group per column; "size:K" -> consecutive blocks of K
-    columns (the last block is shorter if K does not divide p); the path of a text file with
-    one id per column (whitespace separated); or a comma-separated list of ids, one per column.
+    columns (the last block is shorter if K does not divide p); a list of ids, one per column,
+    separated by commas and/or whitespace; or the path of a file holding such a list (over
+    one or many lines), or "column,group" lines (:func:`column_groups`).
     """
+    return column_groups(spec, n_features, source, names).ids
+
+
+def column_groups(
+    spec: str | None,
+    n_features: int,
+    source: str = "groups",
+    names: tuple[str, ...] | None = None,
+) -> ColumnGroups:
+    """:func:`parse_groups` with the labels the spec gave. A file whose every line holds two
+    comma-separated fields (a single line: unless both are integers) maps columns to groups,
+    ``column,group``: the column by 0-based index (among the feature columns, the order of
+    ``coef``) or by its name in the CSV header ``names`` (public); a first line that is not
+    an entry (``column,group``) is a header. Every column needs exactly one line (a column
+    not listed is refused, naming it); group labels are integers >= 0 or names."""
     listed = _listed_groups(spec, source)
     if listed is not None:
-        ids, where = listed
-        if ids.size != n_features:
-            raise DataError(f"{where}: {ids.size} group ids for {n_features} columns")
-        if (ids < 0).any():
-            raise DataError(f"{where}: negative group id {int(ids.min())}")
-        return np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        labels = _resolve(listed, n_features, source, names)
+        order = sorted(set(labels), key=lambda g: (isinstance(g, str), g))
+        rank = {g: i for i, g in enumerate(order)}
+        ids = np.array([rank[g] for g in labels], dtype=np.int64)
+        return ColumnGroups(ids, tuple(order))
     if spec is None or spec.strip().lower() == "none":
-        return np.arange(n_features, dtype=np.int64)
+        return ColumnGroups(np.arange(n_features, dtype=np.int64), None)
     text = spec.strip()  # "size:K": _listed_groups refused every other spec
     try:
         k = int(text[5:])
@@ -118,19 +179,96 @@ def parse_groups(spec: str | None, n_features: int, source: str = "groups") -> n
         raise DataError(f"{source}: group size in {spec!r} is not an integer") from None
     if k < 1:
         raise DataError(f"{source}: group size must be >= 1, got {k}")
-    return np.arange(n_features, dtype=np.int64) // k
+    return ColumnGroups(np.arange(n_features, dtype=np.int64) // k, None)
 
 
 def groups_width(spec: str | None) -> int | None:
-    """The width a groups spec implies: the count of ids of a list or file (one per column);
-    None for "none" and "size:K", which fit any width."""
+    """The width a groups spec implies: the count of ids of a list or file, or of lines of an
+    index mapping (one per column); None for "none", "size:K" and a mapping by column name,
+    which fit any width."""
     listed = _listed_groups(spec, "--groups")
-    return None if listed is None else int(listed[0].size)
+    return None if listed is None else listed.width
 
 
-def _listed_groups(spec: str | None, source: str) -> tuple[np.ndarray, str] | None:
-    """(ids, where they come from) of a list or file of group ids; None for None, "none" and
-    "size:K"; DataError for anything else."""
+def groups_by_name(spec: str | None) -> bool:
+    """Whether ``spec`` is a file mapping columns to groups by their names (DataError if it
+    is malformed)."""
+    listed = _listed_groups(spec, "--groups")
+    return listed is not None and listed.by_name
+
+
+def _resolve(
+    listed: _Listed, n_features: int, source: str, names: tuple[str, ...] | None
+) -> list[GroupLabel]:
+    """The label of every one of the ``n_features`` columns (DataError naming the problem)."""
+    where = listed.where
+    if listed.keys is None:
+        if len(listed.labels) != n_features:
+            raise DataError(f"{where}: {len(listed.labels)} group ids for {n_features} columns")
+        return list(listed.labels)
+    keys: list[Any] = list(listed.keys)
+    labels = list(listed.labels)
+    if listed.by_name:
+        if names is None:
+            raise DataError(
+                f"{where} maps columns by name, but {source} has no column names (only a CSV "
+                "file's header row gives them): map them by 0-based column index"
+            )
+        assert listed.first is not None  # a name mapping keeps its first line aside
+        if listed.first[0] in names:
+            keys.insert(0, listed.first[0])
+            labels.insert(0, _label(listed.first[1], where, 1))
+        else:
+            where = f"{where[:-1]}; line 1 a header)"
+        column = {name: k for k, name in enumerate(names)}
+        for key in keys:
+            if key not in column:
+                raise DataError(
+                    f"{where}: no feature column named {key!r} in the header of {source}"
+                )
+        index = [column[key] for key in keys]
+    else:
+        if len(keys) != n_features:
+            raise DataError(f"{where}: {len(keys)} columns mapped, the data has {n_features}")
+        for key in keys:
+            if not 0 <= key < n_features:
+                raise DataError(
+                    f"{where}: column index {key} out of range 0..{n_features - 1} "
+                    "(0-based, among the feature columns)"
+                )
+        index = keys
+    found: list[GroupLabel | None] = [None] * n_features
+    for k, label in zip(index, labels, strict=True):
+        if found[k] is not None:
+            raise DataError(f"{where}: column {_column(k, names)} is listed twice")
+        found[k] = label
+    for k, given in enumerate(found):
+        if given is None:
+            raise DataError(
+                f"{where}: column {_column(k, names)} is not listed (every column needs "
+                "one line 'column,group')"
+            )
+    return [g for g in found if g is not None]
+
+
+def _column(k: int, names: tuple[str, ...] | None) -> str:
+    return f"{names[k]!r}" if names is not None else str(k)
+
+
+def _label(token: str, where: str, line: int) -> GroupLabel:
+    if not token:
+        raise DataError(f"{where}: line {line} has an empty group")
+    if _INT.fullmatch(token):
+        value = int(token)
+        if value < 0:
+            raise DataError(f"{where}: negative group id {value}")
+        return value
+    return token
+
+
+def _listed_groups(spec: str | None, source: str) -> _Listed | None:
+    """The entries of a list or file of groups; None for None, "none" and "size:K";
+    DataError for anything else."""
     if spec is None or spec.strip().lower() == "none":
         return None
     text = spec.strip()
@@ -139,28 +277,71 @@ def _listed_groups(spec: str | None, source: str) -> tuple[np.ndarray, str] | No
     path = Path(text)
     if path.is_file():
         try:
-            tokens = path.read_text().split()
+            content = path.read_bytes().decode("utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise DataError(f"groups file {path}: unreadable ({_one_line(exc)})") from None
-        where = f"groups file {path}"
-    elif "," in text or text.lstrip("-").isdigit():
-        tokens = [t.strip() for t in text.split(",")]
-        where = f"{source} list"
-    else:
+        return _groups_file(content, f"groups file {path}")
+    if "," in text or all(_INT.fullmatch(t) for t in text.split()):
+        return _id_list([text], f"{source} list")
+    raise DataError(
+        f"{source}: {spec!r} is not 'none', 'size:K', an existing file or a list of ids"
+    )
+
+
+def _groups_file(content: str, where: str) -> _Listed:
+    """A groups file: a list of ids, or "column,group" lines (see :func:`column_groups`)."""
+    lines = [line for line in content.splitlines() if line.strip()]
+    if not lines:
+        raise DataError(f"{where}: empty ({GROUPS_FORMAT})")
+    rows = [[c.strip() for c in r] for r in csv.reader(lines)]
+    rows = [r[:-1] if len(r) > 1 and not r[-1] else r for r in rows]  # a trailing comma
+    if not all(len(r) == 2 for r in rows) or (
+        len(rows) == 1 and all(_INT.fullmatch(c) for c in rows[0])
+    ):
+        return _id_list(lines, where)
+    where = f"{where} (read as 'column,group' lines)"
+    for i, (key, _) in enumerate(rows):
+        if not key:
+            raise DataError(f"{where}: line {i + 1} has an empty column")
+    is_index = [bool(_INT.fullmatch(key)) for key, _ in rows]
+    if all(is_index[1:]) and (is_index[0] or len(rows) > 1):
+        body = rows if is_index[0] else rows[1:]  # a first line that is no index: a header
+        skip = len(rows) - len(body)
+        labels = tuple(_label(g, where, i + 1 + skip) for i, (_, g) in enumerate(body))
+        return _Listed(where, labels, tuple(int(key) for key, _ in body))
+    if any(is_index):
         raise DataError(
-            f"{source}: {spec!r} is not 'none', 'size:K', an existing file or a list of ids"
+            f"{where}: line {is_index.index(True) + 1} gives a column index, other lines "
+            "column names: use one or the other"
         )
-    try:
-        return np.array([int(t) for t in tokens], dtype=np.int64), where
-    except ValueError:
-        raise DataError(f"{where}: group ids must be integers") from None
+    labels = tuple(_label(g, where, i + 2) for i, (_, g) in enumerate(rows[1:]))
+    keys = tuple(key for key, _ in rows[1:])
+    return _Listed(where, labels, keys, True, (rows[0][0], rows[0][1]))
+
+
+def _id_list(lines: list[str], where: str) -> _Listed:
+    """Integer ids separated by commas and/or whitespace, over one or many lines; a trailing
+    comma on a line is allowed."""
+    ids: list[GroupLabel] = []
+    for i, line in enumerate(lines):
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) > 1 and not fields[-1]:
+            fields.pop()
+        for field in fields:
+            tokens = field.split()
+            if not tokens or not all(_INT.fullmatch(t) for t in tokens):
+                raise DataError(
+                    f"{where}: group ids must be integers (line {i + 1}; {GROUPS_FORMAT})"
+                )
+            ids.extend(_label(t, where, i + 1) for t in tokens)
+    return _Listed(where, tuple(ids))
 
 
 def _finish(
     path: Path,
     X: np.ndarray,
     y_raw: np.ndarray,
-    groups: np.ndarray,
+    groups: ColumnGroups,
     names: tuple[str, ...] | None = None,
     labels: LabelDomain = DEFAULT_LABELS,
 ) -> GroupData:
@@ -178,7 +359,8 @@ def _finish(
         rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
         raise DataError(f"{src}: X contains NaN or inf (first in data row {rows[0] + 1})")
     y = labels.to_pm1(y_raw, source=src)
-    return GroupData(X=X, y=y, groups=groups, feature_names=names).validate(src, both_classes=False)
+    data = GroupData(X, y, groups.ids, feature_names=names, group_names=groups.labels)
+    return data.validate(src, both_classes=False)
 
 
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -334,8 +516,8 @@ def load_dataset(
     :func:`_load_libsvm`). ``n_features``, the declared width: every file is read at it (a
     CSV or npz file of another width is refused). Labels are mapped to -1/+1 by the public
     ``labels`` domain (:mod:`dpnet.data.labels`); one class is allowed. ``groups`` is parsed by
-    :func:`parse_groups`; if it is None an npz file's own ``groups`` array is used, otherwise
-    one group per column.
+    :func:`column_groups` (a mapping by column name against a CSV file's header); if it is
+    None an npz file's own ``groups`` array is used, otherwise one group per column.
     """
     path = Path(path)
     kind = format_of(path, n_features, fmt)
@@ -361,9 +543,9 @@ def load_dataset(
             raise DataError(f"{path}: 'groups' must hold one integer id per column ({p})")
         if (arr < 0).any():
             raise DataError(f"{path}: 'groups' contains negative id(s)")
-        g = np.unique(arr, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        g = ColumnGroups(np.unique(arr, return_inverse=True)[1].reshape(-1).astype(np.int64), None)
     else:
-        g = parse_groups(groups, p, source=str(path))
+        g = column_groups(groups, p, str(path), names)
     return _finish(path, np.asarray(X), np.asarray(y), g, names, labels)
 
 
