@@ -270,6 +270,23 @@ def _expect(path: Path, message: str, **kw: object) -> None:
     assert str(path) in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "name,text,kw",
+    [
+        ("d.csv", "a,b,y\n1,2,0\n3,secret42,1\n", {}),
+        ("d.libsvm", "1 1:2\n0 1:secret42\n", {"n_features": 2}),
+        ("e.libsvm", "1 1:2\n0 secret42:1\n", {"n_features": 2}),
+    ],
+)
+def test_a_field_that_does_not_parse_is_refused_without_its_text(tmp_path, name, text, kw):
+    """A feature may be private: the refusal names the file and where, never the field."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(DataError) as info:
+        load_dataset(path, **kw)
+    assert "secret42" not in str(info.value)
+
+
 def test_loader_errors(tmp_path: Path) -> None:
     X, y = _xy()
     _expect(tmp_path / "absent.csv", "file does not exist")
@@ -300,7 +317,7 @@ def test_loader_errors(tmp_path: Path) -> None:
     csv_path.write_text("a,b,y\n1,2,0\n3,4\n")
     _expect(csv_path, "data row 2 has 2 fields, expected 3")
     csv_path.write_text("a,b,y\n1,2,0\n3,x,1\n")
-    _expect(csv_path, "non-numeric feature value 'x' in data row 2")
+    _expect(csv_path, "non-numeric feature value in data row 2, feature column")
     csv_path.write_text("a,b,y\n1,nan,0\n3,4,1\n")
     _expect(csv_path, "NaN or inf \\(first in data row 1\\)")
     csv_path.write_text("")

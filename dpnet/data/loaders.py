@@ -472,8 +472,9 @@ def _load_csv(
         bad = next(
             (i, j) for i, r in enumerate(feats) for j, c in enumerate(r) if not _is_number(c)
         )
-        raise DataError(
-            f"{path}: non-numeric feature value {str(feats[bad])!r} in data row {bad[0] + 1}"
+        raise DataError(  # the cell's position, never its text (a feature may be private)
+            f"{path}: non-numeric feature value in data row {bad[0] + 1}, feature column "
+            f"{bad[1] + 1}"
         ) from None
     if all(_is_number(c) for c in labels):
         labels = labels.astype(np.float64)
@@ -491,8 +492,11 @@ def _load_libsvm(path: Path, n_features: int) -> tuple[np.ndarray, np.ndarray]:
     text = _BEYOND_EVERY_WIDTH.sub(b"", _read_bytes(path))
     try:  # zero_based: an index 0 parses (as column 0), whatever the other rows hold
         X, y = load_svmlight_file(io.BytesIO(text), zero_based=True)
-    except (ValueError, EOFError, OverflowError) as exc:
-        raise DataError(f"{path}: not a readable LIBSVM file ({_one_line(exc)})") from None
+    except (ValueError, EOFError, OverflowError):  # the reader's message may quote a field
+        raise DataError(
+            f"{path}: not a readable LIBSVM file (every line: a numeric label, then "
+            f"index:value pairs with increasing integer indices)"
+        ) from None
     check_fits((X.shape[0], n_features), f"{path}: densifying at the declared width")
     X.resize((X.shape[0], n_features + 1))  # indices above P dropped, or zero columns added
     return X[:, 1:].toarray(), y  # index 0 dropped: column k holds index k + 1
