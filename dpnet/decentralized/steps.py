@@ -293,6 +293,8 @@ def newton_direction(
         return step if info == 0 else np.full_like(grad, np.nan)
     if kind != "woodbury":
         raise ValueError(f"unknown Newton system kind {kind!r}")
+    if X.shape[0] == 0:  # no rows: H = rho I
+        return grad / rho
     if gram is None:
         gram = X @ X.T
     s = np.sqrt(weights)
