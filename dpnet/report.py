@@ -191,7 +191,7 @@ def _record_privacy_block(
         "rounds_budget": config.rounds,
         "noise_multiplier": multiplier,
         "row_bound": config.row_bound,
-        "sensitivity": "2 L sqrt(R^2 + 1) (1 + 2e-6) / (n c d_j) per round (L the loss's "
+        "sensitivity": "2 L sqrt(R^2 + 1) / (n c d_j) per round (L the loss's "
         "Lipschitz bound, n the training rows, c the round's penalty, d_j = degree + 1)",
         "neighbouring_relation": "replace one record (features and label) of one machine's shard",
         "guarantee": f"{RECORD_GUARANTEE}, per machine; parallel composition over disjoint "

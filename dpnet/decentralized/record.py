@@ -18,12 +18,20 @@ grad F_D(theta'*) = -grad g(theta'*),
     rho ||theta'* - theta*||^2 <= <grad F_D(theta'*) - grad F_D(theta*), theta'* - theta*>
                                <= ||grad g(theta'*)|| ||theta'* - theta*||,
 
-so ||theta*(D) - theta*(D')|| <= 2 L R~ / (n rho). The step is a fixed number of gradient
-steps from m whose count and length are public (:func:`fixed_work`): the same work for every
-data set, and ||theta^ - theta*|| <= tau / rho guaranteed by the count, so the released value has
-L2 sensitivity
+so ||theta*(D) - theta*(D')|| <= 2 L R~ / (n rho). The machines do not release theta*: they
+release K gradient steps from m, theta_{k+1} = G_D(theta_k) = theta_k - eta grad F_D(theta_k),
+eta = 2 / (rho + M), with K and eta public (:func:`fixed_work`). G_D is a contraction by
+q = (M - rho) / (M + rho) (the Hessian of F_D lies between rho and M), and
+||G_D(t) - G_D'(t)|| = eta ||grad g(t)|| <= eta 2 L R~ / n, so from the same start
 
-    Delta(rho) = (2 L R~ / n + 2 tau) / rho,   tau = SOLVE_FRACTION * 2 L R~ / n.
+    d_{k+1} = ||G_D(theta_k) - G_D'(theta'_k)|| <= q d_k + eta 2 L R~ / n,   d_0 = 0,
+    d_K <= (1 - q^K) eta 2 L R~ / (n (1 - q)) = (1 - q^K) 2 L R~ / (n rho),
+
+whatever K: the released value has L2 sensitivity at most
+
+    Delta(rho) = 2 L R~ / (n rho),
+
+the exact step's, and the count only sets how near theta* it ends (:data:`ACCURACY`).
 
 Everything else a machine sends (Z_j, the dual updates, the stop statistics) is computed from
 released thetas and public values only, so it is post-processing. docs/privacy.md, "Record-level
@@ -49,8 +57,9 @@ DEFAULT_ROUNDS = 100  # the rounds the budget is spread over (measured: penalty_
 RECORD_RELAXATION = 1.5
 """Over-relaxation under record privacy, where it was measured (docs/privacy.md, "Defaults,
 measured"); label privacy's default is ``ADMMConfig.relaxation``."""
-SOLVE_FRACTION = 1e-6  # tau, the theta step's distance to its minimiser times rho, as a
-# fraction of the exact sensitivity's numerator 2 L R~ / n
+ACCURACY = 1e-3
+"""How near its minimiser the theta step ends, as a fraction of the standard deviation s Delta
+of the noise added to it (:func:`fixed_work`): a utility setting; privacy holds for any count."""
 PENALTY_NOISE_SCALE = 12.0  # penalty_factor: s at which the start begins to grow with the noise
 PENALTY_FACTOR_MAX = 3.0
 
@@ -83,9 +92,8 @@ class RecordNoise:
         positive("row_bound", self.row_bound, error=ConfigError)
 
     def numerator(self, n_total: int, lipschitz: float) -> float:
-        """rho * Delta(rho) = (2 L R~ / n)(1 + 2 SOLVE_FRACTION): the sensitivity at rho = 1."""
-        exact = 2.0 * lipschitz * math.hypot(self.row_bound, 1.0) / n_total
-        return exact * (1.0 + 2.0 * SOLVE_FRACTION)
+        """rho * Delta(rho) = 2 L R~ / n: the sensitivity at rho = 1."""
+        return 2.0 * lipschitz * math.hypot(self.row_bound, 1.0) / n_total
 
 
 def record_noise(mode: PrivacyMode, rounds: int, seed: int | None) -> RecordNoise | None:
@@ -109,17 +117,20 @@ def fixed_work(
     factor q = (M - rho) / (M + rho); from theta_0 = m, ||m - theta*|| <= ||grad f_j(m)|| / rho
     <= G / rho with G = L n_j R~ / n (L the loss's Lipschitz bound). After
 
-        K = max(1, ceil(ln(G / tau) / ln(1 / q))),   G / tau = n_j / (2 SOLVE_FRACTION),
+        K = max(1, ceil(ln(n_j / (2 a s)) / ln(1 / q))),   a = ACCURACY, s the noise multiplier,
 
-    steps ||theta_K - theta*|| <= q^K G / rho <= tau / rho: the tolerance Lemma 1 needs.
+    steps ||theta_K - theta*|| <= q^K G / rho <= a s Delta(rho): the step ends within a of the
+    noise's standard deviation from theta*. (Its sensitivity is Delta(rho) for any K: the
+    module docstring.)
     """
     rows_f = np.asarray(rows, dtype=np.float64)
     rho = np.asarray(rho, dtype=np.float64)
     curvature = loss.curvature_bound * rows_f * (noise.row_bound**2 + 1.0) / n_total  # M - rho
     step = 2.0 / (2.0 * rho + curvature)
     contraction = curvature / (2.0 * rho + curvature)
+    reach = rows_f / (2.0 * ACCURACY * noise.noise_multiplier)  # G / (a s Delta rho)
     with np.errstate(divide="ignore"):  # no curvature at all: one step is exact
-        count = np.ceil(np.log(rows_f / (2.0 * SOLVE_FRACTION)) / -np.log(contraction))
+        count = np.ceil(np.log(np.maximum(reach, 1.0)) / -np.log(contraction))
     return step, np.maximum(count, 1.0).astype(np.int64)
 
 
