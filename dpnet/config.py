@@ -13,9 +13,10 @@ from dpnet.data.loaders import WIDTH_LIMIT
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.machine import LOSSES
-from dpnet.decentralized.record import DEFAULT_DELTA, RECORD_RELAXATION
+from dpnet.decentralized.record import DEFAULT_DELTA, MAX_ROW_BOUND, RECORD_RELAXATION
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
 from dpnet.errors import ConfigError
+from dpnet.evaluation import MAX_COUNT_EPSILON
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.penalties.group import GROUP_WEIGHTS
@@ -460,6 +461,7 @@ class RunConfig:
                 raise ConfigError(message)
         self._validate_backend()
         self._validate_record()
+        self._validate_record_limits()
         if self.shard_sizes is not None and self.data is not None and "{rank}" in self.data:
             raise ConfigError(
                 "--shard-sizes does not apply when every machine loads its own "
@@ -535,6 +537,23 @@ class RunConfig:
         for option, given in unusable:
             if given:
                 raise ConfigError(f"{option} does not apply with --privacy record")
+
+    def _validate_record_limits(self) -> None:
+        """--privacy record: the largest budget and row bound the releases can take (beyond
+        them the held-out count would go without noise, or R^2 overflow)."""
+        if self.privacy != "record":
+            return
+        if not self.epsilon <= MAX_COUNT_EPSILON:
+            raise ConfigError(
+                f"--epsilon must be at most {MAX_COUNT_EPSILON:g} with --privacy record (a "
+                f"larger budget leaves the held-out accuracy's noisy count without noise), "
+                f"got {self.epsilon:g}"
+            )
+        if self.row_bound is not None and not self.row_bound <= MAX_ROW_BOUND:
+            raise ConfigError(
+                f"--row-bound must be at most {MAX_ROW_BOUND:g} (its square enters the theta "
+                f"step's work count), got {self.row_bound:g}"
+            )
 
     def _validate_cv(self) -> None:
         """--cv and its options (the rows per machine are checked once the data are split)."""

@@ -421,3 +421,18 @@ def test_the_largest_finite_label_budget_still_flips() -> None:
     assert keep_prob_from_epsilon(MAX_FINITE_EPSILON) < 1.0
     with pytest.raises(PrivacyError, match="rounds to 1"):
         keep_prob_from_epsilon(36.74)
+
+
+def test_a_laplace_scale_whose_noise_is_always_zero_is_refused() -> None:
+    """Past MIN_LAPLACE_SCALE numpy's geometric sampler always returns 1 (the noise is zero);
+    at it, q stays below the largest uniform double, so a non-zero draw remains possible. The
+    record mode's count budget MAX_COUNT_EPSILON is on the accepted side (issue 45, item 8:
+    epsilon 1e300 released the count without noise, then overflowed)."""
+    from dpnet.evaluation import MAX_COUNT_EPSILON
+
+    at = discrete.MIN_LAPLACE_SCALE
+    assert -math.expm1(-1.0 / at) < 1.0 - 2.0**-53  # U = 1 - 2^-53 > q: G = 2 can be drawn
+    assert m.laplace_mechanism(3.0, l1_sensitivity=1.0, epsilon=MAX_COUNT_EPSILON, rng=rng())
+    for eps in (1025 * 52 * math.log(2) * 1.001, 1e300):
+        with pytest.raises(PrivacyError, match="always zero"):
+            m.laplace_mechanism(3.0, l1_sensitivity=1.0, epsilon=eps, rng=rng())

@@ -51,6 +51,10 @@ RECORD_RELAXATION = 1.5
 measured"); label privacy's default is ``ADMMConfig.relaxation``."""
 SOLVE_FRACTION = 1e-6  # tau, the theta step's distance to its minimiser times rho, as a
 # fraction of the exact sensitivity's numerator 2 L R~ / n
+MAX_ROW_BOUND = 1e100
+"""The largest row bound R (as features, :data:`dpnet.data.dataset.MAX_ABS_FEATURE`):
+R~^2 = R^2 + 1 enters the theta step's work count (:func:`fixed_work`) and leaves the float64
+range from R ~ 1.3e154 on; a noise std proportional to R that large is unusable anyway."""
 PENALTY_NOISE_SCALE = 12.0  # penalty_factor: s at which the start begins to grow with the noise
 PENALTY_FACTOR_MAX = 3.0
 
@@ -81,6 +85,11 @@ class RecordNoise:
     def __post_init__(self) -> None:
         positive("noise_multiplier", self.noise_multiplier, error=ConfigError)
         positive("row_bound", self.row_bound, error=ConfigError)
+        if not self.row_bound <= MAX_ROW_BOUND:
+            raise ConfigError(
+                f"row_bound must be at most {MAX_ROW_BOUND:g} (its square enters the theta "
+                f"step), got {self.row_bound:g}"
+            )
 
     def numerator(self, n_total: int, lipschitz: float) -> float:
         """rho * Delta(rho) = (2 L R~ / n)(1 + 2 SOLVE_FRACTION): the sensitivity at rho = 1."""
