@@ -319,7 +319,12 @@ class RunConfig:
         type=_name_list,
         metavar="NAME,...",
     )
-    quiet: bool = _opt(False, "no progress lines", RUN, action="store_true")
+    quiet: bool = _opt(
+        False,
+        "no progress lines; with --output, one line naming the file instead of the summary",
+        RUN,
+        action="store_true",
+    )
     checkpoint: str | None = _opt(
         None,
         "directory for checkpoints: each machine writes its own state there (its iterates, "

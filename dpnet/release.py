@@ -99,6 +99,8 @@ def finish(
         print("\n".join(summary_lines(report)), flush=True)
         if config.output:
             print(f"  results written to {config.output}", flush=True)
+    else:  # --quiet with --output: the summary is in the file, say where
+        print(f"dpnet: results written to {config.output}", flush=True)
     budgeted = config.privacy == "record" and report["stop_reason"] == "max_rounds"
     if report["stop_reason"] in STOP_WARNINGS and not budgeted:  # also with --quiet
         # (under --privacy record the noise keeps the residuals up: the rounds are the budget)
