@@ -81,3 +81,20 @@ def test_the_job_itself_reads_no_fault_variable(tmp_path):
         )
         assert done.returncode == 0 and done.stderr == "", done.stderr
         assert out.exists()
+
+
+@pytest.mark.parametrize("backend", ["threads", "simulated"])
+def test_a_closed_stdout_ends_the_output_not_the_job(tmp_path, backend):
+    """``python -m dpnet.run | head -2``: a reader that goes away before the summary ended the
+    job with "rank 0 failed: BrokenPipeError" (exit 1) on the threads backend, "the simulated
+    machines failed" on the simulator (issue 45, item 8). Now the output ends quietly: exit 0,
+    nothing on stderr, the results file written (the pipe is closed before the job writes)."""
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "dpnet.run", "--n-samples", "200", "--machines", "3"]
+    cmd += ["--backend", backend, "--progress-every", "0", "--output", str(out)]
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert job.stdout is not None and job.stderr is not None
+    job.stdout.close()
+    err = job.stderr.read()
+    assert job.wait(timeout=120) == 0, err
+    assert err == "" and out.exists()
