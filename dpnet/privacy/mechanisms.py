@@ -18,7 +18,6 @@ from dpnet.privacy.binary_rr import epsilon_from_keep_prob, flip_labels
 from dpnet.privacy.discrete import (
     _EXACT_INT,
     MAX_SCALE,
-    MIN_LAPLACE_SCALE,
     discrete_laplace,
     gaussian_release,
     laplace_grid,
@@ -43,8 +42,12 @@ def laplace_mechanism(
     :func:`laplace_grid` (a power of two) and Delta' = l1_sensitivity + d g,
 
         k = rint(clip(value / g, +-2^52)),  out = (k + Y) g,  Y_j iid P(y) ~ exp(-|y| / t),
-        t = Delta' / (epsilon g) in [MIN_LAPLACE_SCALE, 2^40] (PrivacyError otherwise: below,
-        numpy's sampler never draws a non-zero value, :data:`MIN_LAPLACE_SCALE`).
+        t = Delta' / (epsilon g) <= 2^40 (PrivacyError otherwise).
+
+    Below t = :data:`~dpnet.privacy.discrete.MIN_LAPLACE_SCALE` (epsilon > 36 Delta'/g)
+    numpy's sampler never draws a non-zero value: the output is k g, without noise. Callers
+    that state epsilon to a user keep epsilon below that (the main job's held-out count:
+    :data:`dpnet.evaluation.MAX_COUNT_EPSILON`).
 
     Rounding moves each coordinate by at most g/2 and the clip is 1-Lipschitz, so neighbours'
     k differ by at most Delta'/g in L1 and the pmf ratio is <= exp(||k - k'||_1 / t) <=
@@ -68,11 +71,6 @@ def laplace_mechanism(
         raise PrivacyError(
             f"noise scale {scale:.3g} grid steps is beyond exact integers "
             f"(epsilon {eps:.3g} too small)"
-        )
-    if scale < MIN_LAPLACE_SCALE:
-        raise PrivacyError(
-            f"noise scale {scale:.4g} grid steps is below {MIN_LAPLACE_SCALE:.4g}, where the "
-            f"sampler's noise is always zero (epsilon {eps:.3g} too large)"
         )
     k = np.rint(np.clip(arr / g, -_EXACT_INT, _EXACT_INT))
     out = (k + discrete_laplace(scale, arr.shape, rng)) * g
