@@ -16,6 +16,7 @@ from dpnet.decentralized.machine import LOSSES
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
 from dpnet.decentralized.record import RECORD_RELAXATION
 from dpnet.errors import ConfigError
+from dpnet.evaluation import MAX_COUNT_EPSILON
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.penalties.group import GROUP_WEIGHTS
@@ -313,7 +314,12 @@ class RunConfig:
         type=_name_list,
         metavar="NAME,...",
     )
-    quiet: bool = _opt(False, "no progress lines", RUN, action="store_true")
+    quiet: bool = _opt(
+        False,
+        "no progress lines; with --output, one line naming the file instead of the summary",
+        RUN,
+        action="store_true",
+    )
     checkpoint: str | None = _opt(
         None,
         "directory for checkpoints: each machine writes its own state there (its iterates, "
@@ -446,6 +452,7 @@ class RunConfig:
         self._validate_backend()
         if mode.record:
             self._validate_record()
+            self._validate_record_limits()
         if self.shard_sizes is not None and self.data is not None and "{rank}" in self.data:
             raise ConfigError(
                 "--shard-sizes does not apply when every machine loads its own "
@@ -505,6 +512,16 @@ class RunConfig:
         for option, given in unusable:
             if given:
                 raise ConfigError(f"{option} does not apply with --privacy record")
+
+    def _validate_record_limits(self) -> None:
+        """--privacy record: the largest budget the job's releases can take (beyond it the
+        held-out accuracy's count would go without noise). The row bound's: the mode's."""
+        if not self.epsilon <= MAX_COUNT_EPSILON:
+            raise ConfigError(
+                f"--epsilon must be at most {MAX_COUNT_EPSILON:g} with --privacy record (a "
+                f"larger budget leaves the held-out accuracy's noisy count without noise), "
+                f"got {self.epsilon:g}"
+            )
 
     def _validate_cv(self) -> None:
         """--cv and its options (the rows per machine are checked once the data are split)."""

@@ -29,6 +29,12 @@ from typing import Any
 
 import numpy as np
 
+MAX_COUNT_EPSILON = 36_900.0
+"""The largest budget of the noisy agreement count (to three digits): its discrete Laplace scale
+is (1 + 2^-10) / (epsilon 2^-10) grid steps (:func:`~dpnet.privacy.mechanisms.laplace_mechanism`
+at sensitivity 1), at least :data:`~dpnet.privacy.discrete.MIN_LAPLACE_SCALE` = 1 / (52 ln 2)
+up to epsilon = 1025 * 52 ln 2 = 36944.7; beyond, the count would be released without noise."""
+
 PUBLIC = "public test file"
 RANDOMIZED = "randomized held-out labels"
 NOISY_COUNT = "held-out private rows, noisy agreement count"

@@ -63,7 +63,7 @@ from dpnet.setup import (
     prepare_problem,
     shard_from_own_data,
 )
-from dpnet.simulation import simulate_machines
+from dpnet.simulation import check_simulator_fits, simulate_machines
 
 FIRST_LINE_GRACE_SECONDS = 2.0  # how long another rank lets rank 0 exit first (Open MPI)
 
@@ -223,7 +223,12 @@ def simulated_job(config: RunConfig, started_at: float) -> int:
     try:
         size = machine_count(config.topology, config.machines)
         graph = checked_graph(config, size, None)
+        if (planned := _synthetic_rows(config, size)) is not None:
+            # before any row is drawn (the data's own check counts its generation only)
+            check_simulator_fits(config, planned, 3 * config.n_groups, shards_held=False)
         shards, setup = all_shards(config, size)
+        rows = [s.X.shape[0] for s in shards]
+        check_simulator_fits(config, rows, shards[0].X.shape[1], shards_held=True)
     except DpnetError as exc:
         return fail(str(exc), 0)
     try:
@@ -233,6 +238,19 @@ def simulated_job(config: RunConfig, started_at: float) -> int:
     for outcome in outcomes:
         _timed_startup(outcome, started_at)
     return finish(config, graph, setup, outcomes, time.perf_counter() - start, "simulated")
+
+
+def _synthetic_rows(config: RunConfig, size: int) -> list[int] | None:
+    """Every machine's row count of the synthetic data, known from the options before any row
+    is drawn; None for data files (their width is read with them) or sizes set-up refuses."""
+    if config.data is not None:
+        return None
+    if config.shard_sizes is None:
+        q, r = divmod(config.n_samples, size)  # as split_rows: the first r get one more
+        return [q + (j < r) for j in range(size)]
+    if len(config.shard_sizes) != size or sum(config.shard_sizes) != config.n_samples:
+        return None
+    return list(config.shard_sizes)
 
 
 def _resume(world: World, config: RunConfig, graph: nx.Graph, shard: Any) -> tuple[Any, str | None]:

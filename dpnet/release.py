@@ -7,6 +7,7 @@ Release boundary: everything here is built from public inputs and the machines' 
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 from typing import Any, cast
@@ -53,6 +54,19 @@ def exit_code(stop_reason: str) -> int:
     return EXIT_NO_ESTIMATE if stop_reason in NO_ESTIMATE else 0
 
 
+def to_stdout(text: str) -> None:
+    """``text`` and a newline on stdout. A reader that went away (``| head -2``) ends the output,
+    not the job: stdout is sent to /dev/null from then on (the Python docs' "Note on SIGPIPE"),
+    so the plots are still drawn, the exit code stays the job's and no later flush fails."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def finish(
     config: RunConfig,
     graph: nx.Graph,
@@ -96,9 +110,10 @@ def finish(
     if config.output:
         write_json_atomic(config.output, report)
     if not config.quiet or config.output is None:
-        print("\n".join(summary_lines(report)), flush=True)
-        if config.output:
-            print(f"  results written to {config.output}", flush=True)
+        written = [f"  results written to {config.output}"] if config.output else []
+        to_stdout("\n".join([*summary_lines(report), *written]))
+    else:  # --quiet with --output: the summary is in the file, say where
+        to_stdout(f"dpnet: results written to {config.output}")
     budgeted = config.privacy == "record" and report["stop_reason"] == "max_rounds"
     if report["stop_reason"] in STOP_WARNINGS and not budgeted:  # also with --quiet
         # (under --privacy record the noise keeps the residuals up: the rounds are the budget)

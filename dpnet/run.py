@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO, cast
 
 import dpnet
 from dpnet.errors import (
@@ -94,6 +94,37 @@ def _watch_launcher_teardown() -> None:
     threading.Thread(target=watch, name="launcher-teardown", daemon=True).start()
 
 
+class _ReaderMayLeave:
+    """stdout or stderr of the command line, whose reader may go away (``| head -2``): the
+    first write or flush that meets the closed pipe points the stream's descriptor at
+    /dev/null (the Python docs' "Note on SIGPIPE") instead of raising BrokenPipeError inside a
+    machine, so the job goes on, writes its files and ends with its own exit code."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def entry() -> None:
     """Run the main job as a program. While the imports load, SIGINT and SIGTERM end the
     process at once (one line); from then on SIGINT raises KeyboardInterrupt and SIGTERM
@@ -103,6 +134,8 @@ def entry() -> None:
     shell's background job) stays ignored."""
     if launched_by_open_mpi():
         _watch_launcher_teardown()
+    sys.stdout = cast(TextIO, _ReaderMayLeave(sys.stdout))
+    sys.stderr = cast(TextIO, _ReaderMayLeave(sys.stderr))
     sigint_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     if not sigint_ignored:
         signal.signal(signal.SIGINT, _exit_now)
@@ -120,9 +153,6 @@ def entry() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     except KeyboardInterrupt as exc:
         _stop(exc)
-    except BrokenPipeError:  # output piped into head & co.
-        sys.stderr.close()
-        code = 0
     except Exception as exc:
         if sys.excepthook is not sys.__excepthook__:
             raise  # under MPI: the abort hook ends every rank with this line

@@ -81,3 +81,38 @@ def test_the_job_itself_reads_no_fault_variable(tmp_path):
         )
         assert done.returncode == 0 and done.stderr == "", done.stderr
         assert out.exists()
+
+
+@pytest.mark.parametrize("backend", ["threads", "simulated"])
+def test_a_closed_stdout_ends_the_output_not_the_job(tmp_path, backend):
+    """``python -m dpnet.run | head -2``: a reader that goes away before the summary ended the
+    job with "rank 0 failed: BrokenPipeError" (exit 1) on the threads backend, "the simulated
+    machines failed" on the simulator (issue 45, item 8). Now the output ends quietly: exit 0,
+    nothing on stderr, the results file written (the pipe is closed before the job writes)."""
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "dpnet.run", "--n-samples", "200", "--machines", "3"]
+    cmd += ["--backend", backend, "--progress-every", "0", "--output", str(out)]
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert job.stdout is not None and job.stderr is not None
+    job.stdout.close()
+    err = job.stderr.read()
+    assert job.wait(timeout=120) == 0, err
+    assert err == "" and out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "written"),
+    [(["--machines", "3"], 0, True), (["--epsilon", "0"], 2, False)],
+)
+def test_a_closed_stderr_keeps_the_exit_code_and_the_files(tmp_path, args, code, written):
+    """``python -m dpnet.run 2>&1 | head -1``: a progress line meeting the closed pipe stopped
+    the job and its failure line met the pipe too, so dpnet.run's entry ended it with exit 0
+    and no results file; a bad option's line likewise gave exit 0 instead of 2. Now every
+    write to the closed pipe goes to /dev/null: the job's own code, its files written."""
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "dpnet.run", "--n-samples", "200", "--output", str(out), *args]
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert job.stdout is not None
+    job.stdout.close()
+    assert job.wait(timeout=120) == code
+    assert out.exists() is written

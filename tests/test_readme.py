@@ -101,3 +101,22 @@ def test_the_link_checker_finds_stale_links(tmp_path: Path) -> None:
         "gone.md: no such file",
         "a.md#not-a-heading: no heading #not-a-heading in a.md",
     ]
+
+
+def _exit_codes(path: Path) -> set[int]:
+    """The codes of the table under a file's '## Exit codes' heading ('130 / 143' is two)."""
+    text = path.read_text(encoding="utf-8").split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| ([0-9][0-9 /]*) \|", text, flags=re.MULTILINE)
+    return {int(code) for row in rows for code in row.split("/")}
+
+
+def test_the_exit_code_tables_agree_and_list_every_code() -> None:
+    """The README's short table and docs/cli.md's full one list the same codes: every code of
+    dpnet.errors, and 9, hydra's for a killed rank under mpiexec (missing from both before,
+    issue 45 item 8)."""
+    from dpnet import errors
+
+    ours = {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
+    readme, cli = _exit_codes(ROOT / "README.md"), _exit_codes(ROOT / "docs" / "cli.md")
+    assert readme == cli
+    assert ours | {0, 9} == readme

@@ -574,3 +574,27 @@ def test_the_held_out_count_carries_laplace_noise_of_scale_one_over_epsilon() ->
     assert event.epsilon == epsilon
     assert abs(noise.mean()) < 4 * noise.std() / math.sqrt(noise.size)
     assert noise.std() == pytest.approx(math.sqrt(2) / epsilon, rel=0.05)
+
+
+def test_a_row_bound_whose_square_overflows_is_refused() -> None:
+    """R = 1e300 ended in an OverflowError (R^2 in the theta step's work count) or numpy
+    overflow warnings (issue 45, item 8); now a one-line ConfigError, for the library's
+    RecordNoise and the estimator alike; R = MAX_ROW_BOUND is accepted."""
+    import warnings
+
+    from dpnet.decentralized.record import MAX_ROW_BOUND
+    from dpnet.estimators import DecentralizedGroupLassoLogistic
+
+    RecordNoise(1.0, MAX_ROW_BOUND)
+    with pytest.raises(ConfigError, match="row_bound must be at most 1e\\+100"):
+        RecordNoise(1.0, 1e300)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 4))
+    y = np.where(X[:, 0] > 0, 1, 0)
+    model = DecentralizedGroupLassoLogistic(
+        privacy="record", epsilon=1.0, row_bound=1e300, n_machines=2, classes=(0, 1)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ConfigError, match="row_bound must be at most"):
+            model.fit(X, y)

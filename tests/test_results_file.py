@@ -53,3 +53,15 @@ def test_the_penalty_block_is_the_start_by_hand_and_its_changes(tmp_path):
     assert penalty["final"] == penalty["start"] * np.prod(factors)
     assert factors and all(factor in (0.5, 2.0) for factor in factors)
     assert {rule for _, _, rule in penalty["changes"]} <= {"balancing", "descent"}
+
+
+def test_quiet_with_output_still_names_the_file(tmp_path, capsys):
+    """--quiet --output printed nothing at all (issue 45, item 8): the user did not learn where
+    the results went. Now stdout is one line naming the file; without --output, the summary."""
+    out = tmp_path / "x.json"
+    argv = ["--n-samples", "200", "--machines", "2", "--max-rounds", "5", "--quiet"]
+    assert main([*argv, "--output", str(out)]) == 0
+    assert capsys.readouterr().out == f"dpnet: results written to {out}\n"
+    assert json.loads(out.read_text())["rounds"] == 5
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith("dpnet: 2 machines")

@@ -3,7 +3,8 @@
 A LIBSVM file whose one index is 2e9 densified into a 2.9 TiB array (MemoryError, a
 traceback), ``--n-samples 1e8`` into 36 GiB; now either is one line naming the size. The bound
 is the memory the kernel reports available (``MemAvailable``) for the copies the job holds at
-once (rank 0's rows, their temporaries, the machines' shards).
+once (rank 0's rows, their temporaries, the machines' shards); the simulated backend adds
+its own arrays (:func:`dpnet.simulation.simulator_bytes`, checked with :func:`check_bytes`).
 """
 
 from __future__ import annotations
@@ -45,4 +46,14 @@ def check_fits(shape: tuple[int, ...], what: str, itemsize: int = 8, copies: int
         raise DataError(
             f"{what}: {dims} values are {byte_size(size)}, held {copies} times: more than the "
             f"{byte_size(have)} of memory available here"
+        )
+
+
+def check_bytes(size: int, what: str) -> None:
+    """DataError if ``size`` bytes, described by ``what``, exceed the available memory."""
+    have = available_bytes()
+    if size > have:
+        raise DataError(
+            f"{what} need about {byte_size(size)}: more than the {byte_size(have)} of memory "
+            f"available here"
         )

@@ -51,7 +51,7 @@ from dpnet.decentralized import boundary
 from dpnet.decentralized.stacked import StackedShards, machine_rows, stack_matvec
 from dpnet.errors import ConfigError
 from dpnet.losses.margin import MarginLoss
-from dpnet.privacy.modes import PrivacyMode, RecordPrivacy
+from dpnet.privacy.modes import MAX_ROW_BOUND, PrivacyMode, RecordPrivacy
 
 DEFAULT_ROUNDS = 100  # the rounds the budget is spread over (measured: penalty_factor)
 RECORD_RELAXATION = 1.5
@@ -90,6 +90,11 @@ class RecordNoise:
     def __post_init__(self) -> None:
         positive("noise_multiplier", self.noise_multiplier, error=ConfigError)
         positive("row_bound", self.row_bound, error=ConfigError)
+        if not self.row_bound <= MAX_ROW_BOUND:
+            raise ConfigError(
+                f"row_bound must be at most {MAX_ROW_BOUND:g} (its square enters the theta "
+                f"step), got {self.row_bound:g}"
+            )
 
     def numerator(self, n_total: int, lipschitz: float) -> float:
         """rho * Delta(rho) = 2 L R~ / n: the sensitivity at rho = 1."""

@@ -39,6 +39,11 @@ def on_grid(
 GRID_FRACTION = 2.0**-10  # grid step <= l1_sensitivity * 2^-10 / dim
 MAX_SCALE = 2.0**40  # largest noise scale in grid units: numpy's noise stays below 2^46
 _EXACT_INT = 2.0**52  # |integers| <= 2^52 and sums of two of them are exact doubles
+MIN_LAPLACE_SCALE = 1.0 / (52.0 * math.log(2.0))
+"""Smallest discrete Laplace scale (grid units) whose draws can be non-zero: below it
+a = exp(-1/scale) < 2^-52, the success probability q = 1 - a rounds to 1 - 2^-53 or to 1, and
+numpy's geometric sampler (G > 1 iff a uniform double U <= 1 - 2^-53 exceeds q) always returns
+1: the noise would be identically zero, a release without noise."""
 
 
 def laplace_grid(l1_sensitivity: float, dim: int) -> float:

@@ -44,6 +44,11 @@ def laplace_mechanism(
         k = rint(clip(value / g, +-2^52)),  out = (k + Y) g,  Y_j iid P(y) ~ exp(-|y| / t),
         t = Delta' / (epsilon g) <= 2^40 (PrivacyError otherwise).
 
+    Below t = :data:`~dpnet.privacy.discrete.MIN_LAPLACE_SCALE` (epsilon > 36 Delta'/g)
+    numpy's sampler never draws a non-zero value: the output is k g, without noise. Callers
+    that state epsilon to a user keep epsilon below that (the main job's held-out count:
+    :data:`dpnet.evaluation.MAX_COUNT_EPSILON`).
+
     Rounding moves each coordinate by at most g/2 and the clip is 1-Lipschitz, so neighbours'
     k differ by at most Delta'/g in L1 and the pmf ratio is <= exp(||k - k'||_1 / t) <=
     e^epsilon (Canonne, Kamath & Steinke 2020, or the Laplace proof with sums instead of

@@ -25,6 +25,10 @@ from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
 PRIVACY_MODES = ("label", "record")
 DEFAULT_DELTA = 1e-5
+MAX_ROW_BOUND = 1e100
+"""The largest row bound R (as features, :data:`dpnet.data.dataset.MAX_ABS_FEATURE`): R~^2 =
+R^2 + 1 enters the theta step's work count and leaves the float64 range from R ~ 1.3e154 on; a
+noise standard deviation proportional to R that large is unusable anyway."""
 LABEL_GUARANTEE = "epsilon-label-DP per machine (replace one label); features are NOT protected"
 RECORD_GUARANTEE = "(epsilon, delta)-DP against every other machine, colluding or not"
 RECORD_DISTANCE = (
@@ -131,8 +135,13 @@ class RecordPrivacy:
                 f"{spelling.record} needs a finite {spelling.epsilon} > 0 (the record budget), "
                 f"got {self.epsilon}"
             )
-        if not 0 < self.row_bound < math.inf:
+        if not 0 < self.row_bound:
             raise ConfigError(f"{spelling.row_bound} must be finite and > 0, got {self.row_bound}")
+        if not self.row_bound <= MAX_ROW_BOUND:
+            raise ConfigError(
+                f"{spelling.row_bound} must be at most {MAX_ROW_BOUND:g} (its square enters the "
+                f"theta step's work count), got {self.row_bound:g}"
+            )
         if not 0 < self.delta < 1:
             raise ConfigError(f"{spelling.delta} must lie in (0, 1), got {self.delta}")
         _check_keep_prob(self.keep_prob, spelling)
