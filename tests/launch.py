@@ -35,6 +35,13 @@ class Job:
     marker: str
 
 
+def load_factor() -> float:
+    """How many times a deadline should stretch on this host now: the 1-minute load average
+    per core, at least 1. Deadline and signal tests scale their margins by it, so a loaded
+    machine slows them down instead of failing them."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 def session_processes(marker: str) -> list[int]:
     """Pids of live processes started by the job with ``marker`` (Linux /proc; zombies count
     as gone). By environment, not by session: hydra starts every rank in a session of its
