@@ -81,6 +81,23 @@ def _equal(values: Any, label: Any) -> np.ndarray:
     return np.broadcast_to(np.asarray(values == label, dtype=bool), values.shape)
 
 
+def _accountant_entry(
+    charged: BudgetAccountant | None, given: BudgetAccountant | None
+) -> dict[str, Any] | None:
+    """``privacy_["accountant"]``: which accountant the fit charged ("given": the
+    ``accountant`` parameter, "default": :func:`default_accountant`) and its total (epsilon,
+    delta) after the fit; None if nothing was charged (epsilon = inf, no accountant)."""
+    if charged is None:
+        return None
+    spent_epsilon, spent_delta = charged.spent
+    return {
+        "charged": "given" if charged is given else "default",
+        "spent_epsilon": spent_epsilon,
+        "spent_delta": spent_delta,
+        "charges": len(charged.charges),
+    }
+
+
 class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     """Group-lasso logistic regression fitted by J simulated machines on a graph.
 
@@ -120,7 +137,12 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
 
     ``accountant``: a :class:`~dpnet.privacy.budget.BudgetAccountant` shared across fits: the
     fit charges its (epsilon, delta) first and is refused (``BudgetExceeded``, nothing fitted)
-    if that would pass the cap; epsilon = inf (no privacy) is refused by every cap.
+    if that would pass the cap; epsilon = inf (no privacy) is refused by every cap. With None
+    (the default) a fit under a finite ``epsilon`` charges the process-wide, uncapped
+    :func:`~dpnet.privacy.budget.default_accountant` instead (silently; epsilon = inf charges
+    nothing): its ``spent`` is what every such fit spent, added up by basic composition, per
+    machine. ``privacy_["accountant"]`` says which accountant the fit charged and its total
+    after the fit.
 
     ``classes``: the two label values, (negative, positive): the public label set both
     guarantees assume. Given, nothing about the class set is read from ``y``: ``classes_`` is
@@ -347,7 +369,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         group_labels, weights = self._group_labels(self.groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
         # each row is on one machine, each machine's guarantee is the fit's (parallel)
-        charge(self.accountant, *mode.spend(), label=f"{type(self).__name__}.fit")
+        charged = charge(self.accountant, *mode.spend(), label=f"{type(self).__name__}.fit")
         # the data's work only once the fit is allowed (settings checked, budget charged)
         parts = split_rows(X.shape[0], self.n_machines)
         rows = [X[i] for i in parts]  # each machine's, once
@@ -432,6 +454,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             "guarantee": mode.guarantee + schema,
             "classes_public": self.classes is not None,
             "ledger": ledger.to_dict(),
+            "accountant": _accountant_entry(charged, self.accountant),
         }
         if noise is not None:
             self.privacy_ |= {

@@ -22,6 +22,7 @@ _LAZY = {
     "PrivacyLedger": "ledger",
     "BudgetAccountant": "budget",
     "BudgetExceeded": "budget",
+    "default_accountant": "budget",
     "DEFAULT_ORDERS": "rdp",
     "rdp_poisson_gaussian": "rdp",
     "rdp_fixed_size_gaussian": "rdp",

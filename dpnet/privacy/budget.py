@@ -10,12 +10,22 @@ charged as (2ε, (1 + e^ε) δ), since replacing a record is removing it and add
 ADMM-objP's inexact minimiser) is refused by every finite cap. What a fit charged is kept
 (``charges``); the charge is made before the fit runs, so a fit that fails after it has read
 the data has still spent its budget.
+
+A fit given no accountant (``accountant=None``, the default) charges the process-wide
+:func:`default_accountant` instead, which has no cap: it sums what every such fit spent, by the
+same basic composition (``spent``), so a search of many fits is not silent. A fit with
+ε = inf charges it nothing (there is no guarantee to add). A fit given an accountant charges
+that one only. ``reset()`` forgets the charges (not the privacy loss they stand for). The
+default is per process: fits that scikit-learn runs in worker processes (``n_jobs`` with the
+loky backend) charge those processes' defaults, not the caller's.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 from dpnet.errors import PrivacyError
 from dpnet.privacy.ledger import canonical_relation
@@ -36,7 +46,9 @@ class Charge:
 
 class BudgetAccountant:
     """A cap (ε, δ) on everything fitted on one data set, under replace-one neighbours;
-    ``charges``, ``spent`` and ``remaining`` say where it stands."""
+    ``charges``, ``spent`` and ``remaining`` say where it stands, ``reset()`` empties it.
+    ``epsilon = inf`` (with ``delta = inf``) is no cap: the accountant only sums (the
+    :func:`default_accountant`). Charging and resetting are thread-safe."""
 
     def __deepcopy__(self, memo: dict) -> BudgetAccountant:
         """Itself: one budget shared by every copy (scikit-learn's ``clone``, GridSearchCV's
@@ -44,24 +56,41 @@ class BudgetAccountant:
         return self
 
     def __init__(self, epsilon: float, delta: float = 0.0) -> None:
-        if not 0 < epsilon < math.inf:
-            raise PrivacyError(f"the budget's epsilon must be finite and > 0, got {epsilon}")
-        if not 0 <= delta < 1:
-            raise PrivacyError(f"the budget's delta must lie in [0, 1), got {delta}")
+        if not 0 < epsilon <= math.inf:
+            raise PrivacyError(f"the budget's epsilon must be > 0 (inf: no cap), got {epsilon}")
+        if not (0 <= delta < 1 or delta == math.inf):
+            raise PrivacyError(f"the budget's delta must lie in [0, 1) (inf: no cap), got {delta}")
         self.epsilon, self.delta = float(epsilon), float(delta)
         self._charges: list[Charge] = []
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (joblib's worker processes): the lock stays behind."""
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        epsilon, delta = self.spent
+        return (
+            f"BudgetAccountant(epsilon={self.epsilon:g}, delta={self.delta:g}; "
+            f"spent epsilon={epsilon:.6g}, delta={delta:.3g} in {len(self._charges)} charges)"
+        )
 
     @property
     def charges(self) -> tuple[Charge, ...]:
-        return tuple(self._charges)
+        with self._lock:
+            return tuple(self._charges)
 
     @property
     def spent(self) -> tuple[float, float]:
         """(Σ ε, Σ δ) of the charges so far."""
-        return (
-            math.fsum(c.epsilon for c in self._charges),
-            math.fsum(c.delta for c in self._charges),
-        )
+        charges = self.charges
+        return math.fsum(c.epsilon for c in charges), math.fsum(c.delta for c in charges)
 
     @property
     def remaining(self) -> tuple[float, float]:
@@ -75,18 +104,42 @@ class BudgetAccountant:
         if canonical_relation(relation) == "add_remove":
             epsilon, delta = 2.0 * epsilon, (1.0 + math.exp(epsilon)) * delta
         charge = Charge(label, float(epsilon), float(delta))
-        spent_epsilon, spent_delta = self.spent
-        over_epsilon = not spent_epsilon + charge.epsilon <= self.epsilon * (1.0 + SLACK)
-        over_delta = not spent_delta + charge.delta <= self.delta * (1.0 + SLACK)
-        if over_epsilon or over_delta:
-            left_epsilon, left_delta = self.remaining
-            raise BudgetExceeded(
-                f"{label} needs epsilon = {charge.epsilon:.6g}, delta = {charge.delta:.3g} "
-                f"(replace-one); the accountant has epsilon = {left_epsilon:.6g}, "
-                f"delta = {left_delta:.3g} left of its cap ({self.epsilon:g}, {self.delta:g})"
-            )
-        self._charges.append(charge)
-        return charge
+        with self._lock:  # the check and the append at once: no two fits share what is left
+            spent_epsilon = math.fsum(c.epsilon for c in self._charges)
+            spent_delta = math.fsum(c.delta for c in self._charges)
+            over_epsilon = not spent_epsilon + charge.epsilon <= self.epsilon * (1.0 + SLACK)
+            over_delta = not spent_delta + charge.delta <= self.delta * (1.0 + SLACK)
+            if not (over_epsilon or over_delta):
+                self._charges.append(charge)
+                return charge
+        left_epsilon = max(self.epsilon - spent_epsilon, 0.0)
+        left_delta = max(self.delta - spent_delta, 0.0)
+        raise BudgetExceeded(
+            f"{label} needs epsilon = {charge.epsilon:.6g}, delta = {charge.delta:.3g} "
+            f"(replace-one); the accountant has epsilon = {left_epsilon:.6g}, "
+            f"delta = {left_delta:.3g} left of its cap ({self.epsilon:g}, {self.delta:g})"
+        )
+
+    def reset(self) -> None:
+        """Forget every charge (``spent`` is 0 again). The fits' privacy loss is not undone:
+        for a new data set, or a new count."""
+        with self._lock:
+            self._charges.clear()
+
+
+_DEFAULT: BudgetAccountant | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_accountant() -> BudgetAccountant:
+    """The process-wide accountant (no cap, made on first use) that every fit given no
+    ``accountant=`` charges: ``default_accountant().spent`` is what those fits spent together
+    (basic composition), ``.charges`` one entry per fit, ``.reset()`` starts the count again."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = BudgetAccountant(math.inf, math.inf)
+        return _DEFAULT
 
 
 def charge(
@@ -96,12 +149,17 @@ def charge(
     *,
     label: str,
     relation: str = "replace_one",
-) -> None:
-    """:meth:`BudgetAccountant.charge` if an accountant was given (an estimator's ``fit``)."""
+) -> BudgetAccountant | None:
+    """:meth:`BudgetAccountant.charge` for an estimator's ``fit``: to ``accountant``, or with
+    None to the :func:`default_accountant` unless epsilon = inf (no guarantee: nothing to
+    add). Returns the accountant charged (None if none was)."""
     if accountant is None:
-        return
+        if math.isinf(epsilon):
+            return None
+        accountant = default_accountant()
     if not isinstance(accountant, BudgetAccountant):
         raise PrivacyError(
             f"accountant must be a BudgetAccountant, got {type(accountant).__name__}"
         )
     accountant.charge(epsilon, delta, label=label, relation=relation)
+    return accountant
