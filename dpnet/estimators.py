@@ -94,7 +94,7 @@ def _accountant_entry(
         "charged": "given" if charged is given else "default",
         "spent_epsilon": spent_epsilon,
         "spent_delta": spent_delta,
-        "charges": len(charged.charges),
+        "charges": charged.n_charges,
     }
 
 
