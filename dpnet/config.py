@@ -584,9 +584,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The CLI, generated from RunConfig's fields (defaults, help, groups, types)."""
     p = _Parser(
         prog="python -m dpnet.run",
-        description="Decentralized, label-private group-lasso logistic regression: every MPI "
-        "rank is one machine of a graph; it applies randomized response to its own labels and "
-        "talks only to its graph neighbours.",
+        description="Decentralized, differentially private group-lasso logistic regression: "
+        "every MPI rank is one machine of a graph; it privatizes its own shard (randomized "
+        "response on its labels, or with --privacy record Gaussian noise on every theta it "
+        "sends) and talks only to its graph neighbours.",
         formatter_class=_HelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"dpnet {__version__}")

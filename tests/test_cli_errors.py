@@ -255,6 +255,15 @@ def test_a_negative_value_after_a_space_gets_the_hint(capsys):
     assert main(["--labels=-1,1", "--machines", "3", "--max-rounds", "3", "--quiet"]) == 0
 
 
+def test_help_names_both_privacy_modes():
+    """--help called the job label-private only (issue 45)."""
+    from dpnet.config import build_parser
+
+    text = " ".join(build_parser().format_help().split())
+    assert "label-private" not in text
+    assert "differentially private" in text and "--privacy record Gaussian noise" in text
+
+
 def test_help_gives_each_default_once():
     """--help said '(default: from the graph's Laplacian...) (default: None)'."""
     from dpnet.config import build_parser
