@@ -594,7 +594,10 @@ class MajorizedThetaStep:
             shift = rho / self.scale if self.wide else rho
             matrix = self.gram if self.wide else self.scale * self.gram
             matrix = matrix + shift * np.eye(matrix.shape[0])
-            self._factor = (rho, cho_factor(matrix, lower=True, check_finite=False))
+            try:
+                self._factor = (rho, cho_factor(matrix, lower=True, check_finite=False))
+            except np.linalg.LinAlgError:  # not numerically positive definite (features
+                return np.full_like(grad, np.nan)  # spanning ~1e99 and 1): the stop rule ends it
         factor = self._factor[1]
         if not self.wide:
             return cho_solve(factor, grad, check_finite=False)
