@@ -355,6 +355,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         keep_prob = mode.keep_probability
         seed = streams.check_seed(self.random_state, "random_state")
         record = isinstance(mode, RecordPrivacy)
+        row_bound = mode.row_bound if isinstance(mode, RecordPrivacy) else None
         default_rounds, relaxation = mode_defaults(record)
         rounds = default_rounds if self.max_rounds is None else self.max_rounds
         noise = record_noise(mode, rounds, seed)
@@ -392,9 +393,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         ]
         if self.backend_ == "simulated":
             outcomes = fit_private_shards(
-                randomize_all(
-                    shards, keep_prob, seed, row_bound=self.row_bound if record else None
-                ),
+                randomize_all(shards, keep_prob, seed, row_bound=row_bound),
                 keep_prob=keep_prob,
                 loss=self.loss,
                 admm=admm,
@@ -411,7 +410,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                     admm=admm,
                     graph=graph,
                     rng=streams.machine_flip_stream(seed, comm.rank),
-                    row_bound=self.row_bound if record else None,
+                    row_bound=row_bound,
                 ),
             )
         releases = [o.release for o in outcomes]

@@ -230,6 +230,8 @@ def test_failed_plot_after_a_good_run_keeps_the_results(tmp_path, capsys, monkey
                 str(tmp_path / "c.png"),
                 "--progress-every",
                 "0",
+                "--seed",
+                "1",  # unseeded data reach the 3,000-round cap now and then (1 in ~40)
             ]
         )
         == 4
@@ -387,7 +389,7 @@ def test_a_penalty_that_freezes_the_iterates_is_not_reported_converged(tmp_path,
     assert code == 0 and report["stop_reason"] == "max_rounds", report["stop_reason"]
     assert "freezes the iterates" in captured.err
     default = tmp_path / "d.json"
-    assert main(["--quiet", "--output", str(default)]) == 0
+    assert main(["--quiet", "--output", str(default), "--seed", "1"]) == 0  # seeded: see above
     assert json.loads(default.read_text())["stop_reason"] == "converged"
 
 
