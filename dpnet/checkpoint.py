@@ -44,8 +44,9 @@ from dpnet.decentralized.admm import LoopState, ProgressRecord
 from dpnet.decentralized.boundary import RawShard
 from dpnet.errors import DpnetError
 
-# 4: the theta step's Newton anchor, tolerance and margins; 5: the rule of each change of c
-FORMAT_VERSION = 5
+# 4: the theta step's Newton anchor, tolerance and margins; 5: the rule of each change of c;
+# 6: the loop state of a block of machines (one row per machine, one per edge)
+FORMAT_VERSION = 6
 LEAKY_FORMATS = {2: "it holds the randomized-response stream's state, which gives every raw label"}
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 TEMP_PREFIX, TEMP_SUFFIX = ".round-", ".tmp"  # a checkpoint being written
@@ -179,7 +180,8 @@ class Checkpointer:
             "fingerprints": self.prints,
             "round": state.round,
             "c": state.c,
-            "theta_tol": state.theta_tol,  # a float (JSON keeps it exactly) or None
+            # floats (JSON keeps them exactly) or None
+            "theta_tol": None if state.theta_tol is None else state.theta_tol.tolist(),
             "traffic": self.traffic(),
         }
         arrays = {name: getattr(state, name) for name in _ARRAYS}
@@ -254,7 +256,7 @@ def load(directory: str | Path, rank: int, round_: int, prints: dict[str, str]) 
             c=float(meta["c"]),
             aggregator=aggregator,
             history=history,
-            theta_tol=None if theta_tol is None else float(theta_tol),
+            theta_tol=None if theta_tol is None else np.array(theta_tol, dtype=float),
         )
         return Resumed(state, arrays["y_randomized"], meta["traffic"])
     except CheckpointError:

@@ -25,14 +25,16 @@ from dpnet import streams
 from dpnet.data.dataset import check_magnitude
 from dpnet.data.partition import split_rows
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
-from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
+from dpnet.decentralized.block import ArrayBlock, Block, CommBlock
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import public_columns
 from dpnet.decentralized.machine import (
     LOSSES,
+    MachineOutcome,
     consensus_model,
+    fit_private_block,
     privacy_ledger,
-    run_private_machine,
+    randomize_all,
 )
 from dpnet.decentralized.record import record_noise
 from dpnet.errors import ConfigError
@@ -391,28 +393,20 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             RawShard(x, y_pm1[i], X.shape[0], group_labels, weights, columns)
             for x, i in zip(rows, parts, strict=True)
         ]
+
+        def fit(block: Block) -> list[MachineOutcome]:
+            ranks = block.edges.ids.tolist()
+            crossings = randomize_all(
+                [shards[j] for j in ranks], keep_prob, seed, ranks, row_bound=row_bound
+            )
+            return fit_private_block(
+                block, crossings, keep_prob=keep_prob, loss=self.loss, admm=admm, graph=graph
+            )
+
         if self.backend_ == "simulated":
-            outcomes = fit_private_shards(
-                randomize_all(shards, keep_prob, seed, row_bound=row_bound),
-                keep_prob=keep_prob,
-                loss=self.loss,
-                admm=admm,
-                graph=graph,
-            )
+            outcomes = fit(ArrayBlock(graph))
         else:
-            outcomes = run_in_process(
-                graph,
-                lambda comm: run_private_machine(
-                    comm,
-                    shards[comm.rank],
-                    keep_prob=keep_prob,
-                    loss=self.loss,
-                    admm=admm,
-                    graph=graph,
-                    rng=streams.machine_flip_stream(seed, comm.rank),
-                    row_bound=row_bound,
-                ),
-            )
+            outcomes = [o[0] for o in run_in_process(graph, lambda c: fit(CommBlock(c, graph)))]
         releases = [o.release for o in outcomes]
         self.coef_, self.intercept_ = consensus_model(releases)
         self.machine_coefs_ = np.stack([r.result.z for r in releases])

@@ -7,26 +7,30 @@ after it :mod:`dpnet.release`.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from dpnet import checkpoint, streams
 from dpnet.checkpoint import Checkpointer, Resumed, keep_count
 from dpnet.config import RunConfig
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.block import Block, CommBlock
 from dpnet.decentralized.boundary import PrivateShard, RawShard
 from dpnet.decentralized.columns import PublicColumns
 from dpnet.decentralized.cv import CVPath, CVResult, assign_folds, cross_validate
-from dpnet.decentralized.machine import MachineOutcome, fit_private_shard, local_problem
+from dpnet.decentralized.machine import (
+    MachineOutcome,
+    fit_private_block,
+    local_problem,
+    randomize_all,
+)
 from dpnet.decentralized.record import record_noise
 from dpnet.decentralized.termination import tree_plan
 from dpnet.errors import ConfigError
-from dpnet.network.comm import Communicator
 from dpnet.report import print_cv_fold
 
 
@@ -60,63 +64,64 @@ def admm_config(config: RunConfig, columns: PublicColumns | None) -> ADMMConfig:
     )
 
 
-def machine_main(
-    comm: Communicator,
-    raw: RawShard,
+def block_main(
+    block: Block,
+    raws: Sequence[RawShard],
     config: RunConfig,
     graph: Any,
     on_progress: Any = None,
     resumed: Resumed | None = None,
-) -> JobOutcome:
-    """One machine of the main job: randomized response with a stream used for it alone
+) -> list[JobOutcome]:
+    """The main job's work of a block of machines (``raws[r]`` its r-th machine's shard):
+    randomized response, each machine with a stream used for it alone
     (:func:`dpnet.streams.machine_flip_stream`, created for the draw and dropped with it) or,
-    resumed, the labels it randomized before; checkpoints if asked; with --cv the
-    cross-validation of lambda (on the randomized labels, folds from a stream of their own);
-    then the ADMM rounds."""
-    p = config.keep_probability
-    part = f"machine {comm.rank}"
+    resumed (a block of one), the labels it randomized before; checkpoints if asked (a block
+    of one); with --cv the cross-validation of lambda (on the randomized labels, folds from a
+    stream of their own); then the ADMM rounds."""
+    ids = block.edges.ids.tolist()
     keep_oracle = config.oracle_output is not None
     if resumed is None:
-        flips = streams.machine_flip_stream(config.seed, comm.rank)  # for this call alone
-        crossing = boundary.cross_boundary(
-            raw, p, flips, part, keep_oracle=keep_oracle, row_bound=config.row_bound
+        crossings = randomize_all(
+            raws,
+            config.keep_probability,
+            config.seed,
+            ids,
+            keep_oracle=keep_oracle,
+            row_bound=config.row_bound,
         )
-        del flips
     else:
-        crossing = boundary.recross_boundary(
-            raw, resumed.y_randomized, part, keep_oracle=keep_oracle
-        )
-        comm.stats.restore(resumed.traffic)
+        assert isinstance(block, CommBlock)  # a machine resumes its own checkpoint
+        part = f"machine {ids[0]}"
+        crossings = [
+            boundary.recross_boundary(raws[0], resumed.y_randomized, part, keep_oracle=keep_oracle)
+        ]
+        block.comm.stats.restore(resumed.traffic)
     on_round = None
     if config.checkpoint is not None:
+        assert isinstance(block, CommBlock)  # RunConfig refuses it for the simulator
+        comm = block.comm
         on_round = Checkpointer(
             config.checkpoint,
             comm.rank,
             config.checkpoint_every,
             keep_count(tree_plan(graph, comm.rank).drift, config.checkpoint_every),
-            checkpoint_prints(config, graph, comm.rank, raw),
-            crossing[0].y,
+            checkpoint_prints(config, graph, comm.rank, raws[0]),
+            crossings[0][0].y,
             comm.stats.as_dict,
         )
-    del raw  # nothing below may read the raw labels
-    admm = admm_config(config, crossing[0].columns)
-    cv = None
+    del raws  # nothing below may read the raw labels
+    shards = [shard for shard, _ in crossings]
+    admm = admm_config(config, shards[0].columns)
+    cvs: list[CVResult | None] = [None] * len(ids)
     if config.cv:
-        cv = machine_cross_validation(
-            comm,
-            crossing[0],
-            config,
-            graph,
-            admm,
-            streams.machine_fold_stream(config.seed, comm.rank),
-            on_progress is not None,
-        )
-        admm = replace(admm, lam=cv.selected)
-        comm.stats.reset()  # the final fit's counters start at zero, as without --cv
-    outcome = fit_private_shard(
-        comm,
-        *crossing,
-        keep_prob=p,
+        done = block_cross_validation(block, shards, config, graph, admm, on_progress)
+        admm = replace(admm, lam=done[0].selected)
+        cvs = list(done)
+        block.reset_traffic()  # the final fit's counters start at zero, as without --cv
+    outcomes = fit_private_block(
+        block,
+        crossings,
+        keep_prob=config.keep_probability,
         loss=config.loss,
         admm=admm,
         graph=graph,
@@ -124,44 +129,49 @@ def machine_main(
         start_state=None if resumed is None else resumed.state,
         on_round=on_round,
     )
-    return JobOutcome(outcome.release, outcome.oracle, cv)
+    return [JobOutcome(o.release, o.oracle, cv) for o, cv in zip(outcomes, cvs, strict=True)]
 
 
-def machine_cross_validation(
-    comm: Communicator,
-    shard: PrivateShard,
+def block_cross_validation(
+    block: Block,
+    shards: Sequence[PrivateShard],
     config: RunConfig,
     graph: Any,
     admm: ADMMConfig,
-    rng: np.random.Generator,
-    verbose: bool,
-) -> CVResult:
-    """``--cv K`` on one machine: its own folds (``rng``: its fold stream), the network's CV
-    curve and selected lambda, from its randomized shard only; rank 0 prints a line per fold
-    when ``verbose``."""
+    on_progress: Any,
+) -> list[CVResult]:
+    """``--cv K`` on a block: each machine's own folds (from its fold stream), the network's
+    CV curve and selected lambda, from the randomized shards only; the block holding
+    machine 0 prints a line per fold when there is progress to show."""
     assert config.cv is not None  # called with --cv K only
-    data, groups = local_problem(
-        shard,
-        lam=admm.lam,
-        loss=config.loss,
-        keep_prob=config.keep_probability,
-        n_machines=comm.size,
-    )
-
-    on_fold = partial(print_cv_fold, config.cv) if verbose and comm.rank == 0 else None
-
+    problems = [
+        local_problem(
+            shard,
+            lam=admm.lam,
+            loss=config.loss,
+            keep_prob=config.keep_probability,
+            n_machines=graph.number_of_nodes(),
+        )
+        for shard in shards
+    ]
+    folds = [
+        assign_folds(len(shard.y), config.cv, streams.machine_fold_stream(config.seed, rank))
+        for rank, shard in zip(block.edges.ids.tolist(), shards, strict=True)
+    ]
+    verbose = on_progress is not None and 0 in block.edges.ids
+    groups = problems[0][1]
     return cross_validate(
-        comm,
+        block,
         graph,
-        data,
+        [data for data, _ in problems],
         groups.grp_ptr,
         groups.grp_indices,
-        shard.group_weights,
-        assign_folds(len(shard.y), config.cv, rng),
+        shards[0].group_weights,
+        folds,
         config.cv,
         admm,
         path=cv_path(config),
-        on_fold=on_fold,
+        on_fold=partial(print_cv_fold, config.cv) if verbose else None,
     )
 
 

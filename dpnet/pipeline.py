@@ -13,7 +13,7 @@ exist in one copy:
 2. the data: every machine loads its own file (``{rank}`` in ``--data``), or rank 0 loads or
    generates all rows and delivers each machine its shard (:mod:`dpnet.setup`);
 3. ``--resume``: the machines agree on the latest round they all have;
-4. the machine's work (:func:`dpnet.job.machine_main`: randomized response, --cv, rounds);
+4. the machine's work (:func:`dpnet.job.block_main`: randomized response, --cv, rounds);
 5. rank 0 gathers the releases and writes them (:func:`dpnet.release.finish`).
 
 Errors of steps 1-3 are agreed (every machine learns the first one) and end the job with exit
@@ -32,6 +32,7 @@ import networkx as nx
 
 from dpnet.checkpoint import available_rounds, common_round
 from dpnet.config import RunConfig
+from dpnet.decentralized.block import CommBlock
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import (
     ColumnMoments,
@@ -47,7 +48,7 @@ from dpnet.errors import (
     NetworkDataError,
     TopologyError,
 )
-from dpnet.job import JobOutcome, check_checkpoint_dir, machine_main, resume_machine
+from dpnet.job import JobOutcome, block_main, check_checkpoint_dir, resume_machine
 from dpnet.network.comm import World
 from dpnet.network.topology import build_topology, machine_count, validate_topology
 from dpnet.provenance import host_name
@@ -94,7 +95,8 @@ def machine_job(world: World, config: RunConfig, started_at: float) -> int:
         return fail(error, world.rank)
     comm = world.communicator(graph, config.peer_timeout)
     try:
-        outcome = machine_main(comm, shard, config, graph, _progress(config), resumed)
+        block = CommBlock(comm, graph)
+        outcome = block_main(block, [shard], config, graph, _progress(config), resumed)[0]
     except NetworkDataError as exc:  # every machine raised it in the same exchange
         world.free(comm)
         return fail(str(exc), world.rank)

@@ -11,15 +11,12 @@ import pytest
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import ADMMConfig, run_machine
-from dpnet.decentralized.batched import (
-    EdgeIndex,
-    StackedShards,
-    run_batched,
-    theta_update_newton_batched,
-    tree_sum,
-)
+from dpnet.decentralized.batched import run_batched
+from dpnet.decentralized.block import BlockEdges, tree_sum
 from dpnet.decentralized.cv import network_sum
-from dpnet.decentralized.steps import GroupStructure, LocalData, theta_update_newton
+from dpnet.decentralized.stacked import StackedShards
+from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep
 from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology
@@ -122,20 +119,17 @@ def test_batched_theta_step_follows_each_machines_own_newton_sequence():
     center = rng.standard_normal((6, dim)) * 0.3
     rho = np.array([0.005, 0.01, 0.02, 0.015, 0.1, 1.0])
     start = rng.standard_normal((6, dim)) * np.array([0.0, 3.0, 0.1, 10.0, 1.0, 0.0])[:, None]
-    got, _ = theta_update_newton_batched(data, center, rho, start)
-    for j, shard in enumerate(shards):
-        d = 4  # any d: only c d = rho enters
-        c = rho[j] / d
-        # z_nbhd + v_in / c averages to the centre: rows equal to it and zero multipliers
-        want = theta_update_newton(
-            shard, np.tile(center[j], (d, 1)), np.zeros((d, dim)), start[j], c
-        )  # n_j = 50 >= dim: the dense system
+    none = np.empty((0, 0))
+    got = NewtonThetaStep(data, start, NO_ANCHORS, none)(center, rho, start).theta
+    for j, shard in enumerate(shards):  # each machine alone: a block of one
+        alone = NewtonThetaStep(StackedShards.one(shard), start[j : j + 1], NO_ANCHORS, none)
+        want = alone(center[j : j + 1], rho[j : j + 1], start[j : j + 1]).theta[0]
         assert np.abs(want - got[j]).max() <= 1e-12
 
 
 def test_edge_index_reverse_and_degrees():
     graph = build_topology("paper5", 5)
-    edges = EdgeIndex.from_graph(graph)
+    edges = BlockEdges.of(graph)
     assert np.array_equal(edges.row[edges.rev], edges.col)
     assert np.array_equal(edges.col[edges.rev], edges.row)
     assert edges.degree.tolist() == [4, 3, 4, 3, 3]  # closed neighbourhoods
@@ -152,7 +146,7 @@ def test_edge_index_reverse_and_degrees():
     ids=["regular", "rows-of-8", "rows-over-8", "no-edges"],
 )
 def test_edge_row_sums_are_bitwise_reduceats(graph: nx.Graph) -> None:
-    edges = EdgeIndex.from_graph(graph)
+    edges = BlockEdges.of(graph)
     values = np.random.default_rng(0).standard_normal((len(edges.col), 5))
     for v in (values, values[:, 0]):
         assert np.array_equal(edges.row_sum(v), np.add.reduceat(v, edges.ptr[:-1], axis=0))

@@ -137,14 +137,15 @@ def test_a_checkpoint_holds_only_the_machines_own_state(tmp_path: Path) -> None:
     }
     assert set(np.unique(y)) <= {-1.0, 1.0} and y.shape == (120,)  # 600 rows over 5 machines
     assert theta_nbhd.shape[0] == 1 + 2  # itself and its two paper5 neighbours, no one else
-    assert anchor.shape == (theta_nbhd.shape[1] + 1,)  # p + 1 coefficients, then rho
-    assert margins.shape == y.shape  # one per row of its own
+    # a block of one machine: one row of p + 1 coefficients, then rho
+    assert anchor.shape == (1, theta_nbhd.shape[1] + 1)
+    assert margins.shape == (1, *y.shape)  # one per row of its own
     # nothing of the randomized-response stream (its state rewinds to every flip)
-    # the next theta step's tolerance: a float from the machine's residuals (public inputs
+    # the next theta step's tolerance: floats from the machine's residuals (public inputs
     # and randomized labels, like c)
     assert set(meta) == {"format", "fingerprints", "round", "c", "theta_tol", "traffic"}
-    assert meta["format"] == 5 and set(meta["traffic"]) == set(TrafficStats().as_dict())
-    assert isinstance(meta["theta_tol"], float) and meta["theta_tol"] >= 1e-12
+    assert meta["format"] == 6 and set(meta["traffic"]) == set(TrafficStats().as_dict())
+    assert len(meta["theta_tol"]) == 1 and meta["theta_tol"][0] >= 1e-12
 
 
 def test_resumed_labels_are_the_stored_ones_not_a_new_draw(tmp_path: Path) -> None:

@@ -15,11 +15,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from functools import partial
+from typing import Any
 
 import networkx as nx
 import numpy as np
 
+from dpnet.decentralized.block import Block, CommBlock
 from dpnet.decentralized.record import (
     DEFAULT_ROUNDS,
     RECORD_RELAXATION,
@@ -30,24 +32,22 @@ from dpnet.decentralized.record import (
 from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import (
     THETA_RTOL,
-    ChordNewton,
-    DescentPoint,
     GroupStructure,
     LocalData,
-    MajorizedThetaStep,
-    NewtonAnchor,
     dual_update,
-    local_objective,
-    newton_system_kind,
-    prox_center,
     residuals,
     scaled_residual,
-    theta_step_newton,
     theta_tolerance,
-    theta_update_gradient,
     z_update,
 )
-from dpnet.decentralized.termination import MESSAGE_SIZE, TreeAggregator, tree_plan
+from dpnet.decentralized.theta import (
+    NO_ANCHORS,
+    MajorizedThetaStep,
+    NewtonThetaStep,
+    ThetaResult,
+    block_loss,
+    gradient_thetas,
+)
 from dpnet.network.comm import Communicator, PeerSilent
 from dpnet.network.topology import laplacian_extremes
 
@@ -59,9 +59,6 @@ BALANCING, DESCENT = 0.0, 1.0  # the rule of a change of c: LoopState.penalty_ch
 CHANGE_RULES = {BALANCING: "balancing", DESCENT: "descent"}
 NO_CHANGES = np.empty((0, 3))  # LoopState.penalty_changes before the first change
 NO_CHANGES.setflags(write=False)
-NO_ANCHOR = np.empty(0)  # LoopState.newton_anchor before the theta step formed a matrix
-NO_ANCHOR.setflags(write=False)
-NO_MARGINS = NO_ANCHOR  # LoopState.theta_margins before the theta step kept a point
 PENALTY_SCALE = 0.21  # kappa of the spectral start, measured in docs/algorithms.md
 # the curvature-scaled start (label privacy), measured in docs/algorithms.md: kappa' = kappa / 2
 # (1/2 of the spectral start on complete graphs for centred binary data, whose curvature is 1)
@@ -139,29 +136,25 @@ class ProgressRecord:
 
 @dataclass
 class LoopState:
-    """Everything one machine's round loop carries from one round to the next: with it (and
-    the machine's data) the loop continues bitwise as if it had never stopped."""
+    """Everything a block's round loop carries from one round to the next: with it (and the
+    block's data) the loop continues bitwise as if it had never stopped. Rows: one per block
+    machine (k) or one per edge (E) of :class:`~dpnet.decentralized.block.BlockEdges`."""
 
     round: int  # rounds completed
-    theta: np.ndarray
-    z: np.ndarray
-    theta_nbhd: np.ndarray  # (|N_j| + 1, p + 1): own and neighbours' theta, sorted by rank
-    v_out: np.ndarray  # dual copies, see steps.dual_update
-    v_in: np.ndarray
+    theta: np.ndarray  # (k, p + 1)
+    z: np.ndarray  # (k, p + 1)
+    theta_nbhd: np.ndarray  # (E, p + 1): for edge (j, i) theta_i, as last received
+    v_out: np.ndarray  # (E, p + 1): V_ji; see steps.dual_update
+    v_in: np.ndarray  # (E, p + 1): V_ij
     c: float
-    penalty_changes: np.ndarray  # (k, 3): round at whose end c changed, factor, rule
-    aggregator: dict[str, np.ndarray]  # TreeAggregator.state()
+    penalty_changes: np.ndarray  # (changes, 3): round at whose end c changed, factor, rule
+    aggregator: dict[str, np.ndarray]  # Statistics.state()
     history: list[ProgressRecord] = field(default_factory=list)
-    newton_anchor: np.ndarray = field(default_factory=lambda: NO_ANCHOR)  # NewtonAnchor.as_array()
-    theta_tol: float | None = None  # the next theta step's (None: round 1, relative to its start)
-    theta_margins: np.ndarray = field(default_factory=lambda: NO_MARGINS)  # y X~ theta, carried
-
-
-class _SolveTo(TypedDict, total=False):
-    """The stopping rule passed to a Newton theta step: ``tol``, or ``relative``."""
-
-    tol: float
-    relative: float
+    # where each machine's kept Newton matrix was formed: KeptMatrices.anchors()
+    newton_anchor: np.ndarray = field(default_factory=lambda: NO_ANCHORS)
+    theta_tol: np.ndarray | None = None  # (k,): the next theta steps' (None: round 1, relative)
+    # (k, n_max): y X~ theta of the Newton step's points, carried
+    theta_margins: np.ndarray = field(default_factory=lambda: NO_ANCHORS)
 
 
 ROUND_STEPS = ("z_step", "theta_step", "statistics")
@@ -227,14 +220,6 @@ class MachineResult:
     penalty: PenaltyPath | None = None  # None: a result not of the round loop (tests)
 
 
-def released_loss(
-    config: ADMMConfig, data: LocalData, theta: np.ndarray, withheld: float = 0.0
-) -> float:
-    """f_j(theta) for the stop statistics and the result, or ``withheld`` under record-level
-    privacy (the loss reads the rows; only noisy thetas may leave the machine)."""
-    return local_objective(data, theta) if config.record is None else withheld
-
-
 def balance_penalty(primal: float, dual: float, ratio: float, factor: float) -> float:
     """Residual balancing (Boyd et al. 2011, eq. 3.13): the factor to multiply c by.
 
@@ -258,7 +243,7 @@ def record_progress(
     """The network statistics of ``done_round`` as a history record (every round: the
     convergence plot reads them), shown every ``progress_every`` rounds; the round loop and
     the batched simulator share it. Under record-level privacy the objective reads the rows,
-    so it is neither sent (:func:`released_loss`) nor recorded (NaN)."""
+    so it is neither sent nor recorded (NaN)."""
     objective = float(complete[0]) if config.record is None else math.nan  # not released
     record = ProgressRecord(done_round, objective, float(complete[2]), float(complete[3]))
     history.append(record)
@@ -491,21 +476,268 @@ def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
     return float(f"{kappa / spectral:.3g}")
 
 
-def initial_state(comm: Communicator, dim: int, config: ADMMConfig, graph: nx.Graph) -> LoopState:
+def initial_state(block: Block, dim: int, config: ADMMConfig, graph: nx.Graph) -> LoopState:
     """Round 0: every iterate and dual copy zero, c at :func:`initial_penalty`."""
-    n_nbhd = len(comm.neighbours) + 1
-    aggregator = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours).state()
+    n_mach, n_edges = len(block.edges.ids), len(block.edges.col)
     return LoopState(
         round=0,
-        theta=np.zeros(dim),
-        z=np.zeros(dim),
-        theta_nbhd=np.zeros((n_nbhd, dim)),
-        v_out=np.zeros((n_nbhd, dim)),
-        v_in=np.zeros((n_nbhd, dim)),
+        theta=np.zeros((n_mach, dim)),
+        z=np.zeros((n_mach, dim)),
+        theta_nbhd=np.zeros((n_edges, dim)),
+        v_out=np.zeros((n_edges, dim)),
+        v_in=np.zeros((n_edges, dim)),
         c=initial_penalty(config, graph),
         penalty_changes=NO_CHANGES,
-        aggregator=aggregator,
+        aggregator=block.stats.state(),
     )
+
+
+@dataclass
+class BlockResult:
+    """What a block's machines end with: their iterates (k, dim), f_j(theta_j) (NaN where
+    withheld), the common stop round and reason, the penalty path, the network statistics of
+    every round, and the block's times (this process's)."""
+
+    theta: np.ndarray
+    z: np.ndarray
+    local_objective: np.ndarray
+    rounds: int
+    stop_reason: str
+    penalty: PenaltyPath
+    history: list[ProgressRecord]
+    start_round: int
+    started_at: float  # time.perf_counter() when the rounds began
+    seconds: float
+    cpu_seconds: float  # of the block's clock
+    step_cpu_seconds: dict[str, float]
+
+
+class _ThetaStep:
+    """The block's theta step as ``config`` asks (:mod:`dpnet.decentralized.theta`)."""
+
+    def __init__(self, config: ADMMConfig, data: StackedShards, block: Block, state: LoopState):
+        self.config, self.data, self.ids = config, data, block.edges.ids
+        self.newton = None
+        self.majorized = None
+        if config.record is None and config.theta_solver == "newton":
+            self.newton = NewtonThetaStep(
+                data, state.theta, state.newton_anchor, state.theta_margins
+            )
+        elif config.record is None and config.theta_solver == "majorized":
+            self.majorized = MajorizedThetaStep(data, config.beta_steps)
+
+    def __call__(
+        self,
+        center: np.ndarray,
+        rho: np.ndarray,
+        theta: np.ndarray,
+        round_: int,
+        theta_tol: np.ndarray | None,
+    ) -> ThetaResult:
+        config, data = self.config, self.data
+        if config.record is not None:
+            private = private_thetas(config.record, data, center, rho, round_, self.ids)
+            return ThetaResult(private, None, 0.0)
+        if self.newton is not None:  # to theta_tol, or in round 1 relative to the start
+            if theta_tol is None:
+                return self.newton(center, rho, theta, relative=config.theta_rtol)
+            return self.newton(center, rho, theta, tol=theta_tol)
+        if self.majorized is not None:
+            return ThetaResult(self.majorized(center, rho, theta), None, 0.0)
+        stepped = gradient_thetas(
+            data,
+            center,
+            rho,
+            theta,
+            n_steps=config.beta_steps,
+            step_size=config.beta_step_size,
+        )
+        return ThetaResult(stepped, None, 0.0)
+
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        """(Newton anchors, margins) for the loop state."""
+        return (NO_ANCHORS, NO_ANCHORS) if self.newton is None else self.newton.state()
+
+
+def run_block(
+    block: Block,
+    data: StackedShards,
+    groups: GroupStructure,
+    config: ADMMConfig,
+    graph: nx.Graph,
+    on_progress: Callable[[ProgressRecord], None] | None = None,
+    *,
+    start_state: LoopState | None = None,
+    on_round: Callable[[LoopState], None] | None = None,
+    stop_when: Callable[[ProgressRecord], bool] | None = None,
+) -> BlockResult:
+    """Run the ADMM on a block of machines until the network-wide stop decision (module
+    docstring): the one round loop of every backend (:mod:`dpnet.decentralized.block`).
+
+    ``data`` holds the block's shards (one row per machine of ``block.edges.ids``);
+    ``graph`` is the (public) machine graph, the same on every machine: it fixes the
+    spanning tree along which the stop statistics travel. ``start_state`` continues a run
+    (e.g. from a checkpoint); ``on_round`` sees the state after every round that did not
+    stop, before the next begins (the dual copies are updated in place: copy what you
+    keep). ``stop_when`` (simulation: a known optimum reached) sees every record after the
+    stop rule and ends the run with reason "stop_when". A neighbour's silence
+    (:class:`PeerSilent`) is re-raised with the round it happened in.
+    """
+    start = time.perf_counter()
+    step_clock = StepClock(block.clock)
+    cpu_start = step_clock.last
+    edges = block.edges
+    ids, row, degree = edges.ids, edges.row, edges.degree
+    one = len(ids) == 1  # a machine's own rows broadcast over its edges
+    dim = data.X.shape[2]
+    stats = block.stats
+    state = initial_state(block, dim, config, graph) if start_state is None else start_state
+    stats.restore(state.aggregator)
+    theta, z, theta_nbhd = state.theta, state.z, state.theta_nbhd
+    v_out, v_in, c, changes = state.v_out, state.v_in, state.c, state.penalty_changes
+    history = list(state.history)
+    theta_tol = state.theta_tol
+    stop_reason = "max_rounds"
+    rounds = state.round
+    solver = _ThetaStep(config, data, block, state)
+    loss: np.ndarray | None = None
+    ranks = ids.tolist()
+
+    def per_edge(rows: np.ndarray) -> np.ndarray:
+        return rows if one else rows[row]
+
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for t in range(state.round + 1, config.max_rounds + 1):
+            rounds = t
+            if config.fail_at is not None and config.fail_at[1] == t and config.fail_at[0] in ranks:
+                raise block.fault(config.fail_at[0], t)
+            if (
+                config.stall_at is not None
+                and config.stall_at[1] == t
+                and config.stall_at[0] in ranks
+            ):
+                time.sleep(STALL_SECONDS)  # a hung machine: its neighbours' deadlines end the job
+            z_prev = z
+            z = z_update(theta_nbhd, v_out, z_prev, c, groups, edges, config.alpha_z)
+            step_clock.lap("z_step")
+            try:
+                z_nbhd = block.exchange(z)
+                step_clock.lap(None)
+                z_in, z_out = relaxed(
+                    per_edge(z), z_nbhd, per_edge(theta), theta_nbhd, config.relaxation
+                )
+                center = edges.row_sum(z_in + v_in / c) / degree[:, None]
+                solved = solver(center, c * degree, theta, t, theta_tol)
+                theta, loss = solved.theta, solved.loss
+                message = np.empty((len(ranks), dim + stats.width))
+                message[:, :dim] = theta
+                stats.outgoing(message[:, dim:])
+                step_clock.lap("theta_step")
+                received = block.exchange(message)
+                step_clock.lap(None)
+            except PeerSilent as exc:
+                exc.round = t
+                raise
+            theta_nbhd = received[:, :dim]
+            dual_update(v_out, v_in, z_out, z_in, per_edge(theta), theta_nbhd, c)
+
+            primal, dual = residuals(z, z_prev, theta_nbhd, c, edges)
+            theta_tol = np.asarray(theta_tolerance(config.theta_rtol, c, primal, dual))
+            norm = np.sqrt(np.einsum("ij,ij->i", theta, theta))
+            objective = groups.penalty(theta[:, :-1])
+            if config.record is None:  # the loss reads the rows: withheld under record privacy
+                objective = objective + (block_loss(data, theta) if loss is None else loss)
+            own = np.column_stack(
+                [
+                    objective,
+                    scaled_residual(primal, dual, c, norm, solved.error),
+                    primal,
+                    dual,
+                    norm,
+                ]
+            )
+            stats.receive(t, own, received[:, dim:])
+
+            complete = stats.network_stats(t)
+            if complete is not None:
+                record = record_progress(complete, t - stats.lag, config, history, on_progress)
+                also_stop = None if stop_when is None else partial(stop_when, record)
+                reason, c, changes = take_decision(
+                    complete, record.round, t, config, c, changes, history, also_stop
+                )
+                if reason is not None:
+                    stop_reason = reason
+                    step_clock.lap("statistics")
+                    break
+            step_clock.lap("statistics")
+            if on_round is not None:
+                anchors, margins = solver.state()
+                on_round(
+                    LoopState(
+                        round=t,
+                        theta=theta,
+                        z=z,
+                        theta_nbhd=theta_nbhd,
+                        v_out=v_out,
+                        v_in=v_in,
+                        c=c,
+                        penalty_changes=changes,
+                        aggregator=stats.state(),
+                        history=history,
+                        newton_anchor=anchors,
+                        theta_tol=theta_tol,
+                        theta_margins=margins,
+                    )
+                )
+                step_clock.lap(None)
+
+    if config.record is not None:
+        local = np.full(len(ranks), math.nan)  # withheld
+    else:
+        local = block_loss(data, theta) if loss is None else loss
+    return BlockResult(
+        theta=theta,
+        z=z,
+        local_objective=local,
+        rounds=rounds,
+        stop_reason=stop_reason,
+        penalty=PenaltyPath(initial_penalty(config, graph), c, changes),
+        history=history,
+        start_round=state.round,
+        started_at=start,
+        seconds=time.perf_counter() - start,
+        cpu_seconds=block.clock() - cpu_start,
+        step_cpu_seconds=step_clock.seconds,
+    )
+
+
+def machine_results(block: Block, result: BlockResult, n_rows: np.ndarray) -> list[MachineResult]:
+    """Each block machine's :class:`MachineResult`: its iterates and rows, its traffic, and
+    its share of the block's times (a machine's own process: all of them)."""
+    share = 1.0 / len(block.edges.ids)
+    seconds, cpu = result.seconds * share, result.cpu_seconds * share
+    steps = {step: spent * share for step, spent in result.step_cpu_seconds.items()}
+    return [
+        MachineResult(
+            rank=int(rank),
+            theta=result.theta[r],
+            z=result.z[r],
+            rounds=result.rounds,
+            stop_reason=result.stop_reason,
+            local_objective=float(result.local_objective[r]),
+            n_rows=int(n_rows[r]),
+            traffic=traffic,
+            total_seconds=seconds,
+            compute_seconds=seconds - traffic["comm_seconds"],
+            compute_cpu_seconds=cpu - traffic["comm_cpu_seconds"],
+            started_at=result.started_at,
+            history=result.history,
+            start_round=result.start_round,
+            step_cpu_seconds=steps,
+            penalty=result.penalty,
+        )
+        for r, (rank, traffic) in enumerate(zip(block.edges.ids, block.traffic(), strict=True))
+    ]
 
 
 def run_machine(
@@ -519,174 +751,16 @@ def run_machine(
     start_state: LoopState | None = None,
     on_round: Callable[[LoopState], None] | None = None,
 ) -> MachineResult:
-    """Run the ADMM on one machine until the network-wide stop decision; see module docstring.
-
-    ``graph`` is the (public) machine graph, the same on every machine: it fixes the
-    spanning tree along which the stop statistics travel. ``start_state`` continues a run
-    (e.g. from a checkpoint); ``on_round`` sees the state after every round that did not
-    stop, before the next begins (the state's arrays are reused: copy what you keep).
-    A neighbour's silence (:class:`PeerSilent`) is re-raised with the round it happened in.
-    """
-    start, cpu_start = time.perf_counter(), comm.stats.cpu_clock()
-    step_clock = StepClock(comm.stats.cpu_clock)
-    own_pos = sum(v < comm.rank for v in comm.neighbours)  # position of j inside Nbar_j, sorted
-    dim = data.n_features + 1
-    state = initial_state(comm, dim, config, graph) if start_state is None else start_state
-    theta, z, theta_nbhd = state.theta, state.z, state.theta_nbhd
-    v_out, v_in, c, changes = state.v_out, state.v_in, state.c, state.penalty_changes
-    stats = TreeAggregator(tree_plan(graph, comm.rank), comm.neighbours)
-    stats.restore(state.aggregator)
-    history = list(state.history)
-    theta_tol = state.theta_tol
-    stop_reason = "max_rounds"
-    rounds = state.round
-    loss: float | None = None  # f_j(theta) of the last theta step, when it computed it
-
-    majorized = (
-        MajorizedThetaStep(data, config.beta_steps) if config.theta_solver == "majorized" else None
+    """:func:`run_block` on one machine (a block of one over ``comm``)."""
+    block = CommBlock(comm, graph)
+    result = run_block(
+        block,
+        StackedShards.one(data),
+        groups,
+        config,
+        graph,
+        on_progress,
+        start_state=start_state,
+        on_round=on_round,
     )
-    chord = (  # the Newton step of tall shards keeps its matrix across rounds
-        ChordNewton(
-            data,
-            NewtonAnchor.from_array(state.newton_anchor),
-            DescentPoint.at(data, state.theta, state.theta_margins)
-            if state.theta_margins.size
-            else None,
-        )
-        if config.theta_solver == "newton"
-        and config.record is None
-        and newton_system_kind(*data.X_aug.shape) == "dense"
-        else None
-    )
-
-    def with_own(own: np.ndarray, received: np.ndarray) -> np.ndarray:
-        rows = np.empty((received.shape[0] + 1, own.size))
-        rows[:own_pos] = received[:own_pos, : own.size]
-        rows[own_pos] = own
-        rows[own_pos + 1 :] = received[own_pos:, : own.size]
-        return rows
-
-    for t in range(state.round + 1, config.max_rounds + 1):
-        rounds = t
-        if config.fail_at == (comm.rank, t):
-            raise RuntimeError(f"injected fault on machine {comm.rank} in round {t}")
-        if config.stall_at == (comm.rank, t):
-            time.sleep(STALL_SECONDS)  # a hung machine: its neighbours' deadlines end the job
-        z_prev = z
-        z = z_update(theta_nbhd, v_out, z_prev, c, groups, config.alpha_z)
-        step_clock.lap("z_step")
-        try:
-            z_sent = comm.neighbour_exchange(z)
-            step_clock.lap(None)
-            z_nbhd = with_own(z, z_sent)
-            z_in, z_out = relaxed(z, z_nbhd, theta, theta_nbhd, config.relaxation)
-            loss, theta_error = None, 0.0
-            # Newton steps: to theta_tol, or in round 1 to theta_rtol times the start's gradient
-            solve_to: _SolveTo = (
-                {"relative": config.theta_rtol} if theta_tol is None else {"tol": theta_tol}
-            )
-            if config.record is not None:
-                theta = private_thetas(
-                    config.record,
-                    StackedShards.one(data),
-                    prox_center(z_in, v_in, c)[None],
-                    np.array([c * z_in.shape[0]]),
-                    t,
-                    np.array([comm.rank]),
-                )[0]
-            elif chord is not None:
-                theta, loss, theta_error = chord(z_in, v_in, theta, c, **solve_to)
-            elif config.theta_solver == "newton":
-                theta, loss, theta_error = theta_step_newton(data, z_in, v_in, theta, c, **solve_to)
-            elif majorized is not None:  # theta_solver == "majorized"
-                theta = majorized(z_in, v_in, theta, c)
-            else:
-                theta = theta_update_gradient(
-                    data,
-                    z_in,
-                    v_in,
-                    theta,
-                    c,
-                    n_steps=config.beta_steps,
-                    step_size=config.beta_step_size,
-                )
-            message = np.empty(dim + MESSAGE_SIZE)
-            message[:dim] = theta
-            stats.outgoing(out=message[dim:])
-            step_clock.lap("theta_step")
-            received = comm.neighbour_exchange(message)
-            step_clock.lap(None)
-        except PeerSilent as exc:
-            exc.round = t
-            raise
-        theta_nbhd = with_own(theta, received)
-        dual_update(v_out, v_in, z_out, z_in, theta, theta_nbhd, c)
-
-        primal, dual = residuals(z, z_prev, theta_nbhd, c)
-        theta_tol = float(theta_tolerance(config.theta_rtol, c, primal, dual))
-        norm = math.sqrt(theta @ theta)
-        own = np.array(
-            [
-                (released_loss(config, data, theta) if loss is None else loss)
-                + float(groups.penalty(theta[:-1])),
-                scaled_residual(primal, dual, c, norm, theta_error),
-                primal,
-                dual,
-                norm,
-            ]
-        )
-        stats.receive(t, own, received[:, dim:])
-
-        complete = stats.network_stats(t)
-        if complete is not None:
-            record = record_progress(complete, t - stats.plan.lag, config, history, on_progress)
-            reason, c, changes = take_decision(
-                complete, record.round, t, config, c, changes, history
-            )
-            if reason is not None:
-                stop_reason = reason
-                step_clock.lap("statistics")
-                break
-        step_clock.lap("statistics")
-        if on_round is not None:
-            anchor = None if chord is None else chord.anchor
-            point = None if chord is None else chord.point
-            on_round(
-                LoopState(
-                    round=t,
-                    theta=theta,
-                    z=z,
-                    theta_nbhd=theta_nbhd,
-                    v_out=v_out,
-                    v_in=v_in,
-                    c=c,
-                    penalty_changes=changes,
-                    aggregator=stats.state(),
-                    history=history,
-                    newton_anchor=NO_ANCHOR if anchor is None else anchor.as_array(),
-                    theta_tol=theta_tol,
-                    theta_margins=NO_MARGINS if point is None else point.margin,
-                )
-            )
-            step_clock.lap(None)
-
-    total = time.perf_counter() - start
-    cpu_total = comm.stats.cpu_clock() - cpu_start
-    return MachineResult(
-        rank=comm.rank,
-        theta=theta,
-        z=z,
-        rounds=rounds,
-        stop_reason=stop_reason,
-        local_objective=released_loss(config, data, theta, math.nan) if loss is None else loss,
-        n_rows=len(data.y),
-        traffic=comm.stats.as_dict(),
-        total_seconds=total,
-        compute_seconds=total - comm.stats.comm_seconds,
-        compute_cpu_seconds=cpu_total - comm.stats.comm_cpu_seconds,
-        started_at=start,
-        history=history,
-        start_round=state.round,
-        step_cpu_seconds=step_clock.seconds,
-        penalty=PenaltyPath(initial_penalty(config, graph), c, changes),
-    )
+    return machine_results(block, result, np.array([len(data.y)]))[0]

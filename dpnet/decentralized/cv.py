@@ -3,7 +3,7 @@ r"""K-fold cross-validation of lambda carried out by the machines themselves (pa
 Machine j splits its own n_j rows into K folds with a stream of its own
 (:func:`dpnet.streams.machine_fold_stream`: not the randomized-response stream, never shared
 with another machine) and keeps the assignment to itself. For every fold k and every lambda
-of a grid, largest first, the decentralized ADMM (:func:`~dpnet.decentralized.admm.run_machine`,
+of a grid, largest first, the decentralized ADMM (:func:`~dpnet.decentralized.admm.run_block`,
 unchanged) minimises
 
     F_k(theta) = (1/n_{-k}) sum_{i not in fold k} l(y_i x~_i^T theta) + (lam/2) sum_g w_g ||beta_g||
@@ -37,11 +37,13 @@ import numpy as np
 
 from dpnet.decentralized.admm import (
     ADMMConfig,
+    BlockResult,
     LoopState,
-    MachineResult,
     initial_state,
-    run_machine,
+    run_block,
 )
+from dpnet.decentralized.block import Block
+from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.decentralized.termination import tree_plan
 from dpnet.errors import ConfigError, NetworkDataError
@@ -163,22 +165,6 @@ def lambda_from_gradient(
     return lam
 
 
-def lambda_max(
-    comm: Communicator,
-    graph: nx.Graph,
-    data: LocalData,
-    grp_ptr: np.ndarray,
-    grp_indices: np.ndarray,
-    weights: np.ndarray,
-    label_counts: np.ndarray,
-) -> float:
-    """:func:`lambda_from_gradient` at b* from the network's label counts ``label_counts`` =
-    (#{y = +1}, #{y = -1}); grad by one :func:`network_sum` of p floats."""
-    b_star = intercept_only(data.loss, *label_counts)
-    grad = network_sum(comm, graph, intercept_gradient(data, b_star))
-    return lambda_from_gradient(grad, grp_ptr, grp_indices, weights)
-
-
 def fold_counts(folds: np.ndarray, k: int, y: np.ndarray) -> np.ndarray:
     """This machine's rows per fold and its label counts (#{y = +1}, #{y = -1}): K + 2 floats,
     summed over the network before the path."""
@@ -287,15 +273,15 @@ class CVResult:
 
 
 def _fit(
-    comm: Communicator,
-    data: LocalData,
+    block: Block,
+    data: StackedShards,
     groups: GroupStructure,
     config: ADMMConfig,
     graph: nx.Graph,
     start: LoopState | None,
-) -> tuple[MachineResult, LoopState | None]:
+) -> tuple[BlockResult, LoopState | None]:
     """One ADMM run from ``start``; also the state of its second-to-last round (copied), to
-    warm-start the next lambda (run_machine shows every round's state but the stopping one's;
+    warm-start the next lambda (run_block shows every round's state but the stopping one's;
     None if it stopped in its first round)."""
     kept: list[LoopState | None] = [None]
 
@@ -304,7 +290,7 @@ def _fit(
         # updated in place
         kept[0] = replace(state, v_out=state.v_out.copy(), v_in=state.v_in.copy())
 
-    result = run_machine(comm, data, groups, config, graph, None, start_state=start, on_round=keep)
+    result = run_block(block, data, groups, config, graph, None, start_state=start, on_round=keep)
     return result, kept[0]
 
 
@@ -325,64 +311,79 @@ def _restart(state: LoopState | None, fresh: LoopState) -> LoopState | None:
 
 
 def cross_validate(
-    comm: Communicator,
+    block: Block,
     graph: nx.Graph,
-    data: LocalData,
+    data: Sequence[LocalData],
     grp_ptr: np.ndarray,
     grp_indices: np.ndarray,
     weights: np.ndarray,
-    folds: np.ndarray,
+    folds: Sequence[np.ndarray],
     k: int,
     config: ADMMConfig,
     *,
     path: CVPath = DEFAULT_PATH,
     on_fold: Callable[[int, np.ndarray, tuple[str, ...]], None] | None = None,
-) -> CVResult:
-    """K-fold CV of lambda on this machine's rows ``data`` (all of them; ``data.n_total`` = n)
-    with fold labels ``folds`` in 0..k-1; see the module docstring.
+) -> list[CVResult]:
+    """K-fold CV of lambda on the block's machines, ``data[r]`` all the rows of its r-th
+    (``n_total`` = n) with fold labels ``folds[r]`` in 0..k-1; see the module docstring.
+    One result per block machine, the same but for ``traffic`` (its own, during the CV).
 
-    ``path``: the lambdas and the selection rule (:class:`CVPath`). ``on_fold(k, rounds, reasons)``
-    after each fold's path. Every machine must call it with the same arguments but its own
-    ``data`` and ``folds``.
+    ``path``: the lambdas and the selection rule (:class:`CVPath`). ``on_fold(k, rounds,
+    reasons)`` after each fold's path. Every block of the network must call it with the same
+    arguments but its own ``data`` and ``folds``.
     """
-    check_cv_inputs(path.rule, folds, data.y, k)
-    before = comm.stats.as_dict()
-    counts = network_sum(comm, graph, fold_counts(folds, k, data.y))
-    sizes = counts[:k]
-    lams, source = path_grid(
-        path, lambda: lambda_max(comm, graph, data, grp_ptr, grp_indices, weights, counts[k:])
+    for shard, fold in zip(data, folds, strict=True):
+        check_cv_inputs(path.rule, fold, shard.y, k)
+    before = block.traffic()
+    counts = block.network_sum(
+        np.stack([fold_counts(f, k, d.y) for f, d in zip(folds, data, strict=True)])
     )
-    fresh = initial_state(comm, data.n_features + 1, config, graph)
-    scores = np.zeros((k, len(lams)))
+    sizes = counts[:k]
+
+    def lam_max() -> float:
+        b_star = intercept_only(data[0].loss, *counts[k:])
+        grad = block.network_sum(np.stack([intercept_gradient(d, b_star) for d in data]))
+        return lambda_from_gradient(grad, grp_ptr, grp_indices, weights)
+
+    lams, source = path_grid(path, lam_max)
+    fresh = initial_state(block, data[0].n_features + 1, config, graph)
+    n_machines = graph.number_of_nodes()
+    scores = np.zeros((len(data), k, len(lams)))
     rounds = np.zeros((k, len(lams)), dtype=np.int64)
     reasons: list[tuple[str, ...]] = []
     for f in range(k):
-        train_data, X_val, y_val = fold_split(data, folds, f, sizes[f])
-        state, fold_reasons = None, []
+        splits = [fold_split(d, fold, f, sizes[f]) for d, fold in zip(data, folds, strict=True)]
+        train = StackedShards.stack([s[0] for s in splits])
+        state: LoopState | None = None
+        fold_reasons = []
         for i, lam in enumerate(lams):
-            groups = GroupStructure(grp_ptr, grp_indices, lam * weights / (2.0 * comm.size))
+            groups = GroupStructure(grp_ptr, grp_indices, lam * weights / (2.0 * n_machines))
             result, state = _fit(
-                comm, train_data, groups, replace(config, lam=float(lam)), graph, state
+                block, train, groups, replace(config, lam=float(lam)), graph, state
             )
             state = _restart(state, fresh)
-            scores[f, i] = validation_score(data, X_val, y_val, result.z)
+            for r, (d, (_, X_val, y_val)) in enumerate(zip(data, splits, strict=True)):
+                scores[r, f, i] = validation_score(d, X_val, y_val, result.z[r])
             rounds[f, i] = result.rounds
             fold_reasons.append(result.stop_reason)
         reasons.append(tuple(fold_reasons))
         if on_fold is not None:
             on_fold(f, rounds[f], reasons[-1])
-    fold_losses = network_sum(comm, graph, scores) / sizes[:, None]
-    after = comm.stats.as_dict()
-    return cv_result(
-        lams,
-        sizes,
-        fold_losses,
-        path.rule,
-        rounds,
-        reasons,
-        source,
-        {key: after[key] - before[key] for key in after},
-    )
+    fold_losses = block.network_sum(scores) / sizes[:, None]
+    after = block.traffic()
+    return [
+        cv_result(
+            lams,
+            sizes,
+            fold_losses,
+            path.rule,
+            rounds,
+            reasons,
+            source,
+            {key: end[key] - start[key] for key in end},
+        )
+        for start, end in zip(before, after, strict=True)
+    ]
 
 
 def check_cv_inputs(rule: str, folds: np.ndarray, y: np.ndarray, k: int) -> None:

@@ -1,34 +1,38 @@
-"""One machine of the label-private decentralized fit, on the library layer (no CLI config).
+"""The private decentralized fit of a block of machines, on the library layer (no CLI config).
 
-``run_private_machine`` (the scikit-learn estimator): cross the release boundary on the
-machine's own labels (randomized response with a stream used for it alone,
-:mod:`dpnet.streams`), then ``fit_private_shard`` (also the main job's, ``dpnet.job``): build
-its ADMM data from the randomized labels and run the round loop.
+Each machine crosses the release boundary on its own shard (``randomize_all``: randomized
+response on its labels with a stream used for it alone, :mod:`dpnet.streams`), then
+``fit_private_block`` (also the main job's, ``dpnet.job``) builds the ADMM data from the
+randomized shards and runs the round loop on the block (:mod:`dpnet.decentralized.block`: one
+machine of an MPI rank or a thread, or all of them).
 ``privacy_ledger``: the run's ledger from the machines' releases (randomized response on labels,
 and under record-level privacy the Gaussian releases of every round's theta).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 
+from dpnet import streams
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import (
     ADMMConfig,
     LoopState,
     MachineResult,
     ProgressRecord,
-    run_machine,
+    machine_results,
+    run_block,
 )
+from dpnet.decentralized.block import Block
 from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
+from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import GroupStructure, LocalData, local_objective
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
-from dpnet.network.comm import Communicator
 from dpnet.penalties.group import groups_from_labels
 from dpnet.privacy.modes import RECORD_GUARANTEE
 
@@ -128,40 +132,36 @@ def local_problem(
     return data, GroupStructure(grp_ptr, grp_indices, thresholds)
 
 
-def run_private_machine(
-    comm: Communicator,
-    raw: RawShard,
-    *,
+def randomize_all(
+    raws: Sequence[RawShard],
     keep_prob: float,
-    loss: str,
-    admm: ADMMConfig,
-    graph: nx.Graph,
-    rng: np.random.Generator,
+    seed: int | None,
+    ranks: Sequence[int] | None = None,
+    *,
     keep_oracle: bool = False,
-    on_progress: Callable[[ProgressRecord], None] | None = None,
     row_bound: float | None = None,
-) -> MachineOutcome:
-    """Randomized response on this machine's labels (its ``rng``; rows clipped to
-    ``row_bound`` under record privacy), then the ADMM rounds."""
-    crossing = boundary.cross_boundary(
-        raw, keep_prob, rng, f"machine {comm.rank}", keep_oracle=keep_oracle, row_bound=row_bound
-    )
-    del raw  # nothing below may read the raw labels
-    return fit_private_shard(
-        comm,
-        *crossing,
-        keep_prob=keep_prob,
-        loss=loss,
-        admm=admm,
-        graph=graph,
-        on_progress=on_progress,
-    )
+) -> list[tuple[PrivateShard, LabelOracle | None]]:
+    """Every machine's crossing of the release boundary (``raws[r]`` machine ``ranks[r]``'s,
+    by default machine r's), each with its own stream
+    (:func:`dpnet.streams.machine_flip_stream`, created for its draw and dropped with it;
+    rows clipped to ``row_bound`` under record-level privacy)."""
+    crossings = []
+    ranks = range(len(raws)) if ranks is None else ranks
+    for rank, raw in zip(ranks, raws, strict=True):
+        flips = streams.machine_flip_stream(seed, rank)  # for this machine's call alone
+        crossings.append(
+            boundary.cross_boundary(
+                raw, keep_prob, flips, f"machine {rank}", keep_oracle=keep_oracle,
+                row_bound=row_bound,
+            )
+        )  # fmt: skip
+        del flips
+    return crossings
 
 
-def fit_private_shard(
-    comm: Communicator,
-    shard: PrivateShard,
-    label_oracle: LabelOracle | None,
+def fit_private_block(
+    block: Block,
+    crossings: Sequence[tuple[PrivateShard, LabelOracle | None]],
     *,
     keep_prob: float,
     loss: str,
@@ -170,24 +170,34 @@ def fit_private_shard(
     on_progress: Callable[[ProgressRecord], None] | None = None,
     start_state: LoopState | None = None,
     on_round: Callable[[LoopState], None] | None = None,
-) -> MachineOutcome:
-    """The ADMM rounds on a machine's randomized shard (``start_state``: continue a run)."""
-    data, groups = local_problem(
-        shard, lam=admm.lam, loss=loss, keep_prob=keep_prob, n_machines=comm.size
-    )
-    result = run_machine(
-        comm,
-        data,
-        groups,
+) -> list[MachineOutcome]:
+    """The ADMM rounds on the block's randomized shards (``crossings[r]`` its r-th machine's;
+    ``start_state``: continue a run); every machine's outcome, what it sends rank 0."""
+    n_machines = graph.number_of_nodes()
+    problems = [
+        local_problem(s, lam=admm.lam, loss=loss, keep_prob=keep_prob, n_machines=n_machines)
+        for s, _ in crossings
+    ]
+    shards = [data for data, _ in problems]
+    result = run_block(
+        block,
+        StackedShards.stack(shards),
+        problems[0][1],
         admm,
         graph,
-        on_progress if comm.rank == 0 else None,
+        on_progress if 0 in block.edges.ids else None,
         start_state=start_state,
         on_round=on_round,
     )
-    oracle = None if label_oracle is None else machine_oracle(label_oracle, data, result)
-    result = result_in_given_columns(result, shift_of(shard))
-    return MachineOutcome(MachineRelease(result, keep_prob, theta_budget(admm)), oracle)
+    rows = np.array([len(data.y) for data in shards])
+    outcomes, budget = [], theta_budget(admm)
+    for machine, data, (shard, label_oracle) in zip(
+        machine_results(block, result, rows), shards, crossings, strict=True
+    ):
+        oracle = None if label_oracle is None else machine_oracle(label_oracle, data, machine)
+        machine = result_in_given_columns(machine, shift_of(shard))
+        outcomes.append(MachineOutcome(MachineRelease(machine, keep_prob, budget), oracle))
+    return outcomes
 
 
 def theta_budget(admm: ADMMConfig) -> ThetaBudget | None:

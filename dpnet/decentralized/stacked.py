@@ -40,6 +40,9 @@ class StackedShards:
 
     @classmethod
     def stack(cls, shards: Sequence[LocalData]) -> StackedShards:
+        """The shards stacked (one shard: :meth:`one`, views of its arrays)."""
+        if len(shards) == 1:
+            return cls.one(shards[0])
         dims = {s.X_aug.shape[1] for s in shards}
         totals = {s.n_total for s in shards}
         losses = {s.loss for s in shards}

@@ -1,0 +1,444 @@
+r"""The theta step of a block of machines, written once for every backend.
+
+Machine j of the block (row r) solves
+
+    theta_j = argmin f_j(theta) + (rho_j/2) ||theta - m_j||^2,   rho_j = c d_j,
+
+f_j(theta) = (1/n) sum over its rows of l(y x~^T theta), from its last theta. The solvers
+(``ADMMConfig.theta_solver``) on a :class:`~dpnet.decentralized.stacked.StackedShards` block:
+
+- ``newton`` (:class:`NewtonThetaStep`): damped Newton to a gradient tolerance, every machine
+  masked out of the stack as soon as its own iteration stops, so it follows exactly its own
+  sequence. A tall shard (n_j >= p + 1) keeps its Newton matrix across iterations and rounds
+  (a chord / Shamanskii method, :class:`KeptMatrices`); a wide one (n_j < p + 1) solves its
+  system by the Woodbury identity (:func:`woodbury_direction`).
+- ``majorized`` (:class:`MajorizedThetaStep`): ``beta_steps`` majorize-minimize iterations on
+  the fixed curvature bound (L/n) X~^T X~ + rho I.
+- ``gradient`` (:func:`gradient_thetas`): the paper's ``beta_steps`` gradient steps.
+- under record privacy: :func:`~dpnet.decentralized.record.private_thetas`, the fixed-work
+  Gaussian release.
+
+Each machine's margins y X~ theta, loss and loss gradient are carried along the Newton steps and
+from round to round (:class:`StackedPoints`): a step costs one product with X~ for the margins
+and one for the gradient at the new point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg.blas import dsyrk
+from scipy.linalg.lapack import dposv, dpotrf, dpotri
+
+from dpnet.decentralized.stacked import StackedShards, machine_rows, matvecs, stack_matvec
+from dpnet.decentralized.steps import NEWTON_TOL
+
+NEWTON_MAX_ITER = 50
+ARMIJO_FRACTION = 1e-4  # sufficient decrease: f(theta - t s) <= f - ARMIJO_FRACTION t g^T s
+SMALLEST_STEP = 1e-10  # the Armijo halvings stop once t is below this
+FLAT_SLOPE = 1e-12  # g^T s <= FLAT_SLOPE max(1, |f|): below what f resolves, the full step
+CHORD_CONTRACTION = 0.1
+"""A step on a kept Newton matrix must shrink the gradient norm at least this much, or the
+matrix is formed anew at the current iterate (:class:`NewtonThetaStep`)."""
+CHORD_STEPS = 2
+"""A kept Newton matrix serves at most this many steps of one theta step; a further step
+forms it anew. Both measured in docs/algorithms.md ("The Newton matrix is kept")."""
+
+NO_ANCHORS = np.empty((0, 0))
+"""The Newton state of a block whose theta step keeps no matrix (or has formed none yet)."""
+NO_ANCHORS.setflags(write=False)
+
+
+def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a_j . b_j for every row j."""
+    return np.einsum("ij,ij->i", a, b)
+
+
+def _py_max(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
+    """Python's max(a, b) elementwise (a unless b > a; NaN handling included)."""
+    return np.where(b > a, b, a)
+
+
+@dataclass
+class ThetaResult:
+    """A block's theta step: theta (k, dim), f_j(theta) where the step computed it (else
+    None), and each machine's subproblem gradient norm at theta (0 for steps of a fixed
+    count: their distance from solved is not measured)."""
+
+    theta: np.ndarray
+    loss: np.ndarray | None
+    error: np.ndarray | float
+
+
+@dataclass
+class StackedPoints:
+    """Every machine's point: at theta (k, dim) the margins y X~ theta (k, n_max), the loss
+    f_j(theta) (k,) and its gradient X~^T (y l'/n) (k, dim)."""
+
+    theta: np.ndarray
+    margin: np.ndarray
+    loss: np.ndarray
+    loss_grad: np.ndarray
+
+    @classmethod
+    def at(
+        cls, data: StackedShards, theta: np.ndarray, margin: np.ndarray | None = None
+    ) -> StackedPoints:
+        """The points of ``theta``: its margins computed, or the given ones (a checkpoint's)."""
+        everyone = np.arange(theta.shape[0])
+        if margin is None:
+            margin = data.y * stack_matvec(data.X, everyone, theta)
+        loss, first = data.margin_loss_sum_and_derivative(everyone, margin)
+        loss *= data.inv_n
+        return cls(theta.copy(), margin, loss, data.loss_gradient(everyone, margin, first))
+
+    def gradient(
+        self, idx: np.ndarray, center: np.ndarray, rho: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The subproblem's gradient f_j' + rho_j (theta_j - m_j) at the points of the machines
+        ``idx`` (center, rho: every machine's), and its norm."""
+        rows = machine_rows(idx, self.theta.shape[0])
+        grad = self.loss_grad[rows] + rho[rows, None] * (self.theta[rows] - center[rows])
+        return grad, np.sqrt(_rowdot(grad, grad))
+
+
+@dataclass
+class KeptMatrices:
+    """Every tall machine's kept Newton matrix H(theta_a) = X~^T D(theta_a) X~ + rho_a I,
+    valid where ``kept``: formed at ``anchor[j]`` (theta_a) from theta_a's own margins, held
+    as its inverse ``inverse[j]`` (a step is one product) and its data part in ``gram[j]``
+    (lower triangle) for a new rho, which shifts it and inverts again. ``tall[j]``: whether
+    machine j keeps one (n_j >= p + 1); a wide machine solves by Woodbury instead. A
+    matrix is a function of (theta_a, rho_a) alone, so a block restored from the anchors
+    (:meth:`restore`) goes on bitwise."""
+
+    gram: np.ndarray  # (k, dim, dim)
+    inverse: np.ndarray  # (k, dim, dim)
+    anchor: np.ndarray  # (k, dim)
+    rho: np.ndarray  # (k,)
+    kept: np.ndarray  # (k,) bool
+    tall: np.ndarray  # (k,) bool
+
+    @classmethod
+    def none(cls, data: StackedShards) -> KeptMatrices:
+        n_mach, _, dim = data.X.shape
+        return cls(
+            np.zeros((n_mach, dim, dim)),
+            np.zeros((n_mach, dim, dim)),
+            np.zeros((n_mach, dim)),
+            np.full(n_mach, np.nan),
+            np.zeros(n_mach, dtype=bool),
+            data.rows >= dim,
+        )
+
+    def form(
+        self, data: StackedShards, idx: np.ndarray, theta: np.ndarray, rho: np.ndarray
+    ) -> None:
+        """Machines ``idx`` form their matrices at ``theta`` (one row each) with ``rho``: S^T S,
+        S = diag(sqrt(l''/n)) X~_j at theta's own margins, one symmetric product (BLAS dsyrk
+        on a Fortran-ordered view of a row-major S), machine by machine on views of X~."""
+        X, dim = data.X, data.X.shape[2]
+        scaled = np.empty((X.shape[1], dim))
+        hess = np.zeros((dim, dim), order="F")
+        for k, j in enumerate(idx.tolist()):
+            margin = data.y[j] * (X[j] @ theta[k])
+            weights = data.inv_n * data.loss.curvature(margin)  # padded rows: zero in X~
+            np.multiply(X[j], np.sqrt(weights)[:, None], out=scaled)
+            hess = dsyrk(1.0, scaled.T, c=hess, lower=1, overwrite_c=1)
+            self.gram[j] = hess
+            _invert_shifted(hess, rho[k], self.inverse[j])
+        _halve_diagonals(self.inverse, idx)
+        self.anchor[idx], self.rho[idx], self.kept[idx] = theta, rho, True
+
+    def shift(self, idx: np.ndarray, rho: np.ndarray) -> None:
+        """The kept data parts of machines ``idx`` under a new ``rho``."""
+        dim = self.gram.shape[1]
+        hess = np.zeros((dim, dim), order="F")
+        for k, j in enumerate(idx.tolist()):
+            hess[...] = self.gram[j]
+            _invert_shifted(hess, rho[k], self.inverse[j])
+        _halve_diagonals(self.inverse, idx)
+        self.rho[idx] = rho
+
+    def anchors(self) -> np.ndarray:
+        """(theta_a, rho_a) of every machine, NaN rows where none is kept (loop state)."""
+        if not self.kept.any():
+            return NO_ANCHORS
+        stored = np.column_stack([self.anchor, self.rho])
+        stored[~self.kept] = np.nan
+        return stored
+
+    def restore(self, data: StackedShards, stored: np.ndarray) -> None:
+        """The matrices of :meth:`anchors`, formed again."""
+        if stored.size == 0:
+            return
+        idx = np.flatnonzero(~np.isnan(stored[:, -1]))
+        self.form(data, idx, stored[idx, :-1], stored[idx, -1])
+
+
+def _invert_shifted(hess: np.ndarray, rho: float, out: np.ndarray) -> None:
+    """out = L + L^T for L the lower triangle of (hess + rho I)^{-1} (hess: its lower
+    triangle, Fortran-ordered, overwritten), by its Cholesky factor (LAPACK dpotrf, dpotri:
+    d^3 flops against LU's 2 d^3); NaN where it is not numerically positive definite (a
+    non-finite iterate: the stop rule's). The strict upper triangle stays zero, so the
+    diagonal of ``out`` is twice the inverse's (:func:`_halve_diagonals`: exact)."""
+    hess.ravel(order="K")[:: hess.shape[0] + 1] += rho  # the diagonal: a view, contiguous
+    hess, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
+    if info == 0:
+        hess, info = dpotri(hess, lower=1, overwrite_c=1)
+    if info == 0:
+        np.add(hess, hess.T, out=out)
+    else:
+        out[...] = np.nan
+
+
+def _halve_diagonals(out: np.ndarray, idx: np.ndarray) -> None:
+    diag = np.arange(out.shape[1])
+    out[idx[:, None], diag, diag] *= 0.5
+
+
+def woodbury_direction(
+    X: np.ndarray, weights: np.ndarray, rho: float, grad: np.ndarray, gram: np.ndarray
+) -> np.ndarray:
+    r"""H^{-1} grad for H = X^T diag(weights) X + rho I (n < dim rows, weights >= 0, possibly
+    0; rho > 0), with gram = X X^T, by the Woodbury identity
+
+        H^{-1} g = (1/rho) [g - X^T S (rho I + S X X^T S)^{-1} S X g],   S = diag(weights)^(1/2),
+
+    an n x n SPD system (Cholesky, LAPACK dposv) that never divides by a weight; NaN where it
+    has a non-finite entry or is not numerically positive definite (features spanning ~1e99
+    and 1): the stop rule then ends the run as non-finite."""
+    if X.shape[0] == 0:  # no rows: H = rho I
+        return grad / rho
+    s = np.sqrt(weights)
+    small = s[:, None] * gram * s[None, :]
+    small[np.diag_indices_from(small)] += rho
+    if not np.isfinite(small).all():
+        return np.full_like(grad, np.nan)
+    _, w, info = dposv(small, s * (X @ grad), lower=1, overwrite_a=True)
+    if info != 0:
+        return np.full_like(grad, np.nan)
+    return (grad - X.T @ (s * w)) / rho
+
+
+class NewtonThetaStep:
+    r"""The Newton theta step of a block (module docstring), its kept matrices and points
+    carried from round to round.
+
+    Per machine: H_j = X~_j^T diag(l''/n) X~_j + rho_j I; Armijo: f(theta - t s) <=
+    f - 1e-4 t g^T s, halving t until it holds or t < 1e-10; the full step once
+    g^T s <= 1e-12 max(1, |f|), which ends the solve after a fresh matrix. A tall machine
+    forms H_j anew only without a kept one, when a step on it shrank its gradient norm by
+    less than CHORD_CONTRACTION, or after CHORD_STEPS steps on it in this solve."""
+
+    def __init__(self, data: StackedShards, theta: np.ndarray, anchors: np.ndarray,
+                 margins: np.ndarray) -> None:  # fmt: skip
+        self.data = data
+        self.kept = KeptMatrices.none(data)
+        self.kept.restore(data, anchors)
+        self.points = StackedPoints.at(data, theta, margins if margins.size else None)
+        self._grams: dict[int, np.ndarray] = {}  # X~_j X~_j^T of the wide machines
+
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        """(anchors, margins) for the loop state."""
+        return self.kept.anchors(), self.points.margin
+
+    def _woodbury(self, j: int, margin: np.ndarray, rho: float, grad: np.ndarray) -> np.ndarray:
+        data = self.data
+        n_j = int(data.rows[j])
+        X = data.X[j, :n_j]
+        if j not in self._grams:
+            self._grams[j] = X @ X.T
+        weights = data.inv_n * data.loss.curvature(margin[:n_j])
+        return woodbury_direction(X, weights, rho, grad, self._grams[j])
+
+    def __call__(
+        self,
+        center: np.ndarray,
+        rho: np.ndarray,
+        theta_prev: np.ndarray,
+        *,
+        tol: float | np.ndarray = NEWTON_TOL,
+        relative: float = 0.0,
+        max_iter: int = NEWTON_MAX_ITER,
+    ) -> ThetaResult:
+        """The step from ``theta_prev`` to ``tol`` (one, or one per machine); a machine whose
+        gradient at ``theta_prev`` times ``relative`` is larger stops there instead."""
+        data, kept, points = self.data, self.kept, self.points
+        X, y, inv_n = data.X, data.y, data.inv_n
+        n_mach = theta_prev.shape[0]
+        if not np.array_equal(points.theta, theta_prev):
+            self.points = points = StackedPoints.at(data, theta_prev)
+        shifted = np.flatnonzero(kept.kept & (kept.rho != rho))
+        if shifted.size:  # a new rho: the kept data part shifted anew
+            kept.shift(shifted, rho[shifted])
+        last_norm = np.full(n_mach, np.inf)  # before the last step on a kept matrix
+        kept_steps = np.zeros(n_mach, dtype=np.int64)  # steps on the kept matrix in this solve
+
+        def proximal(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
+            rows = machine_rows(idx, n_mach)
+            diff = t - center[rows]
+            return 0.5 * rho[rows] * _rowdot(diff, diff)
+
+        everyone = np.arange(n_mach)
+        f = points.loss + proximal(everyone, points.theta)
+        active = everyone
+        tols = np.broadcast_to(tol, (n_mach,)).copy()
+        final_norm = np.zeros(n_mach)
+        measured = np.zeros(n_mach, dtype=bool)
+        for iteration in range(max_iter):
+            grad, norm = points.gradient(active, center, rho)
+            if iteration == 0:
+                tols = np.maximum(tols, relative * norm)
+            going = ~(norm <= tols[active])
+            final_norm[active[~going]], measured[active[~going]] = norm[~going], True
+            active, grad, norm = active[going], grad[going], norm[going]
+            if active.size == 0:
+                break
+            rows = machine_rows(active, n_mach)
+            th, margin = points.theta[rows], points.margin[rows]
+            tall = kept.tall[active]
+            form = tall & (
+                ~kept.kept[active]
+                | (norm > CHORD_CONTRACTION * last_norm[active])
+                | (kept_steps[active] >= CHORD_STEPS)
+            )
+            new = active[form]
+            if new.size:
+                kept.form(data, new, th[form], rho[new])
+            last_norm[new], kept_steps[new] = np.inf, 0
+            on_kept = active[tall & ~form]
+            last_norm[on_kept] = norm[tall & ~form]
+            kept_steps[on_kept] += 1
+            if tall.all():
+                step = stack_matvec(kept.inverse, active, grad)
+            else:
+                step = np.empty_like(grad)
+                step[tall] = matvecs(kept.inverse[active[tall]], grad[tall])
+                for r in np.flatnonzero(~tall).tolist():
+                    j = int(active[r])
+                    step[r] = self._woodbury(j, margin[r], float(rho[j]), grad[r])
+            newton = ~tall | form  # a step on a matrix of this iterate
+            slope = _rowdot(grad, step)
+            moved = y[rows] * stack_matvec(X, active, step)
+            f_act = f[rows]
+            flat = slope <= FLAT_SLOPE * _py_max(np.abs(f_act), 1.0)
+            new_theta, new_margin = th - step, margin - moved
+            new_loss, first = data.margin_loss_sum_and_derivative(active, new_margin)
+            new_loss *= inv_n
+            f_new = new_loss + proximal(active, new_theta)
+            t = np.ones(active.size)
+            searching = np.flatnonzero(~flat & ~(f_new <= f_act - ARMIJO_FRACTION * slope))
+            while searching.size:
+                t[searching] *= 0.5
+                trial = th[searching] - t[searching, None] * step[searching]
+                trial_margin = margin[searching] - t[searching, None] * moved[searching]
+                trial_loss, trial_first = data.margin_loss_sum_and_derivative(
+                    active[searching], trial_margin
+                )
+                trial_loss *= inv_n
+                f_trial = trial_loss + proximal(active[searching], trial)
+                ok = (
+                    f_trial <= f_act[searching] - ARMIJO_FRACTION * t[searching] * slope[searching]
+                ) | (t[searching] < SMALLEST_STEP)
+                done = searching[ok]
+                new_theta[done], new_margin[done] = trial[ok], trial_margin[ok]
+                new_loss[done], f_new[done] = trial_loss[ok], f_trial[ok]
+                first[done] = trial_first[ok]
+                searching = searching[~ok]
+            points.theta[rows], points.margin[rows], points.loss[rows] = (
+                new_theta,
+                new_margin,
+                new_loss,
+            )
+            points.loss_grad[rows] = data.loss_gradient(active, new_margin, first)
+            f[rows] = f_new
+            active = active[~(flat & newton)]  # a full Newton step ends the solve
+            if active.size == 0:
+                break
+        rest = np.flatnonzero(~measured)  # a final Newton step, or max_iter: measured now
+        if rest.size:
+            final_norm[rest] = points.gradient(rest, center, rho)[1]
+        return ThetaResult(points.theta.copy(), points.loss.copy(), final_norm)
+
+
+class MajorizedThetaStep:
+    r"""``n_steps`` majorize-minimize iterations from the last theta: with L >= l'' the loss's
+    curvature bound, the fixed matrix B_j = (L/n) X~_j^T X~_j + rho_j I majorizes the
+    subproblem's Hessian, and theta <- theta - B_j^{-1} grad(theta) decreases its objective.
+    B_j changes only with rho_j, so it is factorized once per value: Cholesky of the
+    (p+1) x (p+1) matrix for tall shards, and for wide ones (n_j < p + 1) by Woodbury,
+    B^{-1} g = (1/rho) [g - X~^T (rho n/L I + X~ X~^T)^{-1} X~ g]."""
+
+    def __init__(self, data: StackedShards, n_steps: int) -> None:
+        self.data = data
+        self.n_steps = n_steps
+        self.scale = data.loss.curvature_bound / data.n_total
+        self._factors: dict[int, tuple[float, tuple[np.ndarray, bool] | None]] = {}
+        self._grams: dict[int, np.ndarray] = {}
+
+    def _rows(self, j: int) -> np.ndarray:
+        return self.data.X[j, : int(self.data.rows[j])]
+
+    def _solve(self, j: int, rho: float, grad: np.ndarray) -> np.ndarray:
+        X = self._rows(j)
+        wide = X.shape[0] < X.shape[1]
+        if j not in self._grams:
+            self._grams[j] = X @ X.T if wide else X.T @ X
+        if j not in self._factors or self._factors[j][0] != rho:
+            gram = self._grams[j]
+            matrix = gram if wide else self.scale * gram
+            matrix = matrix + (rho / self.scale if wide else rho) * np.eye(gram.shape[0])
+            try:
+                factor = cho_factor(matrix, lower=True, check_finite=False)
+            except np.linalg.LinAlgError:  # not numerically positive definite (features
+                factor = None  # spanning ~1e99 and 1): the stop rule ends it
+            self._factors[j] = (rho, factor)
+        factor = self._factors[j][1]
+        if factor is None:
+            return np.full_like(grad, np.nan)
+        if not wide:
+            return cho_solve(factor, grad, check_finite=False)
+        return (grad - X.T @ cho_solve(factor, X @ grad, check_finite=False)) / rho
+
+    def __call__(self, center: np.ndarray, rho: np.ndarray, theta_prev: np.ndarray) -> np.ndarray:
+        data = self.data
+        everyone = np.arange(theta_prev.shape[0])
+        theta = theta_prev.copy()
+        for _ in range(self.n_steps):
+            margin = data.y * stack_matvec(data.X, everyone, theta)
+            grad = data.loss_gradient(everyone, margin) + rho[:, None] * (theta - center)
+            theta = theta - np.stack(
+                [self._solve(j, float(rho[j]), grad[j]) for j in everyone.tolist()]
+            )
+        return theta
+
+
+def gradient_thetas(
+    data: StackedShards,
+    center: np.ndarray,
+    rho: np.ndarray,
+    theta_prev: np.ndarray,
+    *,
+    n_steps: int,
+    step_size: float,
+) -> np.ndarray:
+    """The paper's theta step: ``n_steps`` (U) gradient steps of size ``step_size``
+    (alpha_beta) from the last theta."""
+    everyone = np.arange(theta_prev.shape[0])
+    theta = theta_prev.copy()
+    for _ in range(n_steps):
+        margin = data.y * stack_matvec(data.X, everyone, theta)
+        theta -= step_size * (
+            data.loss_gradient(everyone, margin) + rho[:, None] * (theta - center)
+        )
+    return theta
+
+
+def block_loss(data: StackedShards, theta: np.ndarray) -> np.ndarray:
+    """f_j(theta_j) of every machine of the block."""
+    everyone = np.arange(theta.shape[0])
+    margin = data.y * stack_matvec(data.X, everyone, theta)
+    return data.inv_n * data.margin_loss_sum(slice(None), margin)
