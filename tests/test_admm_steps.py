@@ -8,14 +8,10 @@ import pytest
 from scipy.optimize import minimize
 
 from dpnet.decentralized.admm import ADMMConfig, StepClock, balance_penalty, run_machine
-from dpnet.decentralized.steps import (
-    GroupStructure,
-    LocalData,
-    dual_update,
-    theta_update_gradient,
-    theta_update_newton,
-    z_update,
-)
+from dpnet.decentralized.block import BlockEdges
+from dpnet.decentralized.stacked import StackedShards
+from dpnet.decentralized.steps import GroupStructure, LocalData, dual_update, z_update
+from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep, gradient_thetas
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
@@ -29,12 +25,20 @@ def _structure(thresholds):
     return GroupStructure(PTR, IDX, np.asarray(thresholds, float))
 
 
+def _one_machine(d: int) -> BlockEdges:
+    """The edges of one machine with d - 1 neighbours (a star's centre): d rows, itself
+    included."""
+    return BlockEdges.of(nx.star_graph(d - 1), [0])
+
+
 @pytest.mark.parametrize("thresholds", [[0.05, 0.3, 10.0], [0.0, 0.0, 0.0]])
 def test_z_update_is_the_exact_minimiser(thresholds):
     d, dim, c = 3, 7, 0.7
     theta_nbhd = RNG.standard_normal((d, dim))
     v_out = RNG.standard_normal((d, dim)) * 0.1
-    z = z_update(theta_nbhd, v_out, np.zeros(dim), c, _structure(thresholds))
+    z = z_update(theta_nbhd, v_out, np.zeros((1, dim)), c, _structure(thresholds), _one_machine(d))[
+        0
+    ]
 
     def objective(zz):
         pen = sum(t * np.linalg.norm(zz[:-1][LABELS == g]) for g, t in enumerate(thresholds))
@@ -55,9 +59,10 @@ def test_z_update_is_the_exact_minimiser(thresholds):
 def test_z_update_damped_step():
     theta_nbhd = RNG.standard_normal((2, 7))
     v_out = np.zeros((2, 7))
-    z0 = RNG.standard_normal(7)
-    exact = z_update(theta_nbhd, v_out, z0, 1.0, _structure([0.1, 0.1, 0.1]))
-    half = z_update(theta_nbhd, v_out, z0, 1.0, _structure([0.1, 0.1, 0.1]), alpha_z=0.5)
+    z0 = RNG.standard_normal((1, 7))
+    edges, groups = _one_machine(2), _structure([0.1, 0.1, 0.1])
+    exact = z_update(theta_nbhd, v_out, z0, 1.0, groups, edges)
+    half = z_update(theta_nbhd, v_out, z0, 1.0, groups, edges, alpha_z=0.5)
     assert np.allclose(half, 0.5 * (z0 + exact))
 
 
@@ -80,12 +85,19 @@ def test_theta_update_newton_matches_scipy(loss):
             (z_nbhd - t[None] + v_in / c) ** 2
         )
 
-    theta = theta_update_newton(data, z_nbhd, v_in, np.zeros(dim), c)
+    # the subproblem's centre m = mean_i (Z_i + V_ij / c) and rho = c d
+    center, rho, zero = (
+        (z_nbhd + v_in / c).mean(axis=0)[None],
+        np.array([c * d]),
+        np.zeros((1, dim)),
+    )
+    block = StackedShards.one(data)
+    theta = NewtonThetaStep(block, zero, NO_ANCHORS, NO_ANCHORS)(center, rho, zero).theta[0]
     ref = minimize(objective, np.zeros(dim), method="BFGS", options={"gtol": 1e-12}).x
     assert objective(theta) <= objective(ref) + 1e-12
     assert np.allclose(theta, ref, atol=1e-6)
     # the gradient variant (paper's U steps) approaches the same point
-    slow = theta_update_gradient(data, z_nbhd, v_in, np.zeros(dim), c, n_steps=3000, step_size=2.0)
+    slow = gradient_thetas(block, center, rho, zero, n_steps=3000, step_size=2.0)[0]
     assert np.allclose(slow, theta, atol=1e-6)
 
 

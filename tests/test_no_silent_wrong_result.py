@@ -4,6 +4,7 @@ cleanly."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import signal
@@ -17,9 +18,9 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from dpnet.data.loaders import load_dataset
-from dpnet.decentralized import admm
 from dpnet.decentralized.admm import ADMMConfig, run_machine
 from dpnet.decentralized.steps import GroupStructure, LocalData, scaled_residual
+from dpnet.decentralized.theta import NewtonThetaStep
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
@@ -61,10 +62,13 @@ def test_non_finite_iterate_stops_every_machine_in_the_same_round():
 
 
 def test_non_finite_run_exits_3_with_valid_json(tmp_path, capsys, monkeypatch):
-    newton = admm.theta_step_newton  # the default theta step reports the loss it computed
-    monkeypatch.setattr(
-        admm, "theta_step_newton", lambda *a, **k: newton(*a, **k)._replace(loss=math.nan)
-    )
+    newton = NewtonThetaStep.__call__  # the default theta step reports the loss it computed
+
+    def nan_loss(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        solved = newton(*args, **kwargs)
+        return dataclasses.replace(solved, loss=np.full_like(solved.loss, math.nan))
+
+    monkeypatch.setattr(NewtonThetaStep, "__call__", nan_loss)
     out = tmp_path / "r.json"
     assert (
         main(

@@ -17,16 +17,14 @@ from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 from scipy import optimize, stats
 
 from dpnet.audit import audit_epsilon, extreme_rows, max_sensitivity, replace_one_pairs
-from dpnet.decentralized import batched, boundary, record
+from dpnet.decentralized import admm, boundary, record
 from dpnet.decentralized.admm import ADMMConfig, initial_penalty
-from dpnet.decentralized.batched import StackedShards, run_batched, theta_update_newton_batched
+from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.record import RecordNoise, fixed_work, private_thetas
-from dpnet.decentralized.steps import (
-    GroupStructure,
-    LocalData,
-    theta_update_newton,
-)
+from dpnet.decentralized.stacked import StackedShards
+from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep
 from dpnet.errors import ConfigError
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.privacy.gaussian import composed_gaussian_delta, composed_gaussian_multiplier
@@ -47,9 +45,17 @@ def _data(X: np.ndarray, y: np.ndarray, n_total: int, loss=None) -> LocalData:
     return LocalData(X_aug, y, n_total, Logistic() if loss is None else loss)
 
 
+def _exact_thetas(data: StackedShards, center: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """argmin f_j(theta) + (rho_j/2)||theta - center_j||^2 of every machine of a block, by the
+    non-private Newton step from the centre, to a gradient norm of 1e-14."""
+    return NewtonThetaStep(data, center, NO_ANCHORS, NO_ANCHORS)(
+        center, rho, center, tol=1e-14
+    ).theta
+
+
 def _exact_theta(data: LocalData, center: np.ndarray, rho: float) -> np.ndarray:
-    """argmin f(theta) + (rho/2)||theta - center||^2 by Newton (z rows: the center, d = 1)."""
-    return theta_update_newton(data, center[None, :], np.zeros((1, center.size)), center, rho)
+    """:func:`_exact_thetas` of one machine."""
+    return _exact_thetas(StackedShards.one(data), center[None], np.array([rho]))[0]
 
 
 def test_theta_step_matches_an_independent_solver() -> None:
@@ -353,9 +359,7 @@ def _stream_statistics(
     std = assumed * noise.numerator(8, 1.0) / rho
     for t in range(1, rounds + 1):
         released = private_thetas(noise, stacks[truth], center, rho_vec, t, np.arange(trials))
-        exact = [
-            theta_update_newton_batched(s, center, rho_vec, center, tol=1e-14)[0] for s in stacks
-        ]
+        exact = [_exact_thetas(s, center, rho_vec) for s in stacks]
         llr += (
             ((released - exact[0]) ** 2).sum(axis=1) - ((released - exact[1]) ** 2).sum(axis=1)
         ) / (2 * std**2)
@@ -415,14 +419,14 @@ def test_a_neighbours_membership_attack_stays_under_epsilon(monkeypatch) -> None
     others = [_data(*_shard(rng, 4), 8) for _ in range(2)]
     graph = nx.path_graph(3)
     seen: list = []
-    real = batched.private_thetas
+    real = admm.private_thetas
 
     def observed(noise, data, center, rho, round_, ranks):
         out = real(noise, data, center, rho, round_, ranks)
         seen.append((center[0].copy(), float(rho[0]), out[0].copy()))
         return out
 
-    monkeypatch.setattr(batched, "private_thetas", observed)
+    monkeypatch.setattr(admm, "private_thetas", observed)
     one = [StackedShards.stack([d]) for d in pair]
     results = {}
     for fraction, runs in ((1.0, 500), (0.05, 200)):

@@ -12,18 +12,16 @@ import pytest
 
 from dpnet.decentralized import steps
 from dpnet.decentralized.admm import ADMMConfig, run_machine
-from dpnet.decentralized.batched import StackedShards, run_batched, theta_update_newton_batched
+from dpnet.decentralized.batched import run_batched
+from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import (
     NEWTON_TOL,
-    ChordNewton,
     GroupStructure,
     LocalData,
-    residuals,
     scaled_residual,
-    theta_gradient,
-    theta_step_newton,
     theta_tolerance,
 )
+from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep, ThetaResult
 from dpnet.losses.margin import Logistic
 from dpnet.network.inprocess import run_in_process
 
@@ -34,6 +32,18 @@ def _shard(n: int, p: int, seed: int = 0) -> LocalData:
     beta = rng.standard_normal(p + 1)
     y = np.where(rng.random(n) < 1 / (1 + np.exp(-X @ beta)), 1.0, -1.0)
     return LocalData(X, y, n, Logistic())
+
+
+def _gradient(data: LocalData, center: np.ndarray, rho: float, theta: np.ndarray) -> np.ndarray:
+    """The theta subproblem's gradient f_j'(theta) + rho (theta - m), in plain numpy."""
+    margin = data.y * (data.X_aug @ theta)
+    loss_grad = data.X_aug.T @ (data.y * data.loss.derivative(margin)) / data.n_total
+    return loss_grad + rho * (theta - center)
+
+
+def _newton(data: LocalData, theta: np.ndarray) -> NewtonThetaStep:
+    """The Newton theta step of one machine (a block of one) from ``theta``."""
+    return NewtonThetaStep(StackedShards.one(data), theta[None], NO_ANCHORS, NO_ANCHORS)
 
 
 def test_the_tolerance_is_rtol_times_the_larger_residual_in_gradient_units() -> None:
@@ -48,27 +58,26 @@ def test_the_tolerance_is_rtol_times_the_larger_residual_in_gradient_units() -> 
     np.testing.assert_allclose(per_machine, [2e-4, 3e-4], rtol=1e-15)
 
 
-@pytest.mark.parametrize("solver", ["chord", "newton"])
-def test_a_relative_solve_stops_once_the_gradient_shrank_by_rtol(solver: str) -> None:
+@pytest.mark.parametrize(("n", "p"), [(600, 10), (8, 10)], ids=["tall", "wide"])
+def test_a_relative_solve_stops_once_the_gradient_shrank_by_rtol(n: int, p: int) -> None:
     """From a cold start: the gradient at the result is at most rtol times the one at the
-    start, and the solve stopped there (not at 1e-12); rtol 0 solves to 1e-12."""
-    data = _shard(600, 10)
+    start, and the solve stopped there (not at 1e-12); rtol 0 solves to 1e-12. Tall shards
+    keep their Newton matrix, wide ones solve by Woodbury."""
+    data = _shard(n, p)
     rng = np.random.default_rng(1)
-    z_nbhd, v_in = rng.standard_normal((3, 11)), 0.01 * rng.standard_normal((3, 11))
-    theta0, c = np.zeros(11), 0.05
+    center, rho, theta0 = 0.3 * rng.standard_normal(p + 1), 0.15, np.zeros(p + 1)
 
     def solve(**to: float) -> np.ndarray:
-        if solver == "chord":
-            return ChordNewton(data, None)(z_nbhd, v_in, theta0, c, **to).theta
-        return theta_step_newton(data, z_nbhd, v_in, theta0, c, **to).theta
+        step = _newton(data, theta0)
+        return step(center[None], np.array([rho]), theta0[None], **to).theta[0]
 
-    start = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta0, c))
-    loose = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, solve(relative=1e-3), c))
-    exact = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, solve(relative=0.0), c))
+    start = np.linalg.norm(_gradient(data, center, rho, theta0))
+    loose = np.linalg.norm(_gradient(data, center, rho, solve(relative=1e-3)))
+    exact = np.linalg.norm(_gradient(data, center, rho, solve(relative=0.0)))
     assert loose <= 1e-3 * start
     assert loose > 1e3 * NEWTON_TOL  # it did stop early: Newton's last step squares the error
     assert exact <= 1e-12
-    given = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, solve(tol=1e-6), c))
+    given = np.linalg.norm(_gradient(data, center, rho, solve(tol=1e-6)))
     assert given <= 1e-6  # an absolute tolerance, as before
 
 
@@ -81,19 +90,18 @@ def test_the_round_loop_solves_each_step_to_the_previous_rounds_residuals(monkey
     graph = nx.Graph()
     graph.add_node(0)
     config = ADMMConfig(c=0.5, adapt_c=False, theta_rtol=0.1, max_rounds=40, tol=1e-12)
-    seen: list[tuple[float, float, dict[str, float]]] = []  # (start, end gradient, asked)
-    call = ChordNewton.__call__
+    seen: list[tuple[float, float, dict[str, object]]] = []  # (start, end gradient, asked)
+    call = NewtonThetaStep.__call__
 
-    def spy(self, z_nbhd, v_in, theta_prev, c, **to):  # noqa: ANN001, ANN202
-        solve = call(self, z_nbhd, v_in, theta_prev, c, **to)
-        theta = solve.theta
-        start = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta_prev, c))
-        end = np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta, c))
+    def spy(self, center, rho, theta_prev, **to):  # noqa: ANN001, ANN202
+        solve: ThetaResult = call(self, center, rho, theta_prev, **to)
+        start = np.linalg.norm(_gradient(data, center[0], rho[0], theta_prev[0]))
+        end = np.linalg.norm(_gradient(data, center[0], rho[0], solve.theta[0]))
         seen.append((start, end, to))
-        assert solve.gradient_norm == pytest.approx(end, rel=1e-6, abs=1e-15)
+        assert solve.error[0] == pytest.approx(end, rel=1e-6, abs=1e-15)
         return solve
 
-    monkeypatch.setattr(ChordNewton, "__call__", spy)
+    monkeypatch.setattr(NewtonThetaStep, "__call__", spy)
     states = []
     run_in_process(
         graph,
@@ -105,27 +113,31 @@ def test_the_round_loop_solves_each_step_to_the_previous_rounds_residuals(monkey
     assert seen[0][1] <= 0.1 * seen[0][0]
     previous_z = np.zeros(13)
     for t, state in enumerate(states[:-1], start=1):
-        primal, dual = residuals(state.z, previous_z, state.theta_nbhd, config.c)
+        # one machine, no neighbours: d = 1, its own theta its only one
+        primal = np.linalg.norm(state.z[0] - state.theta_nbhd[0])
+        dual = config.c * np.linalg.norm(state.z[0] - previous_z)
         tol = max(NEWTON_TOL, 0.1 * max(config.c * primal, dual))
-        assert seen[t][2] == {"tol": tol}  # round t + 1 asked for it...
+        asked = seen[t][2]["tol"]
+        assert np.shape(asked) == (1,) and asked[0] == pytest.approx(tol, rel=1e-14)
         assert seen[t][1] <= tol * (1 + 1e-9)  # ...and got it
-        previous_z = state.z
+        previous_z = state.z[0]
     assert sum(end > 1e-10 for _, end, _ in seen) >= 5  # loose solves did happen
 
 
 def test_the_simulator_takes_the_same_tolerances() -> None:
-    """Per machine: a tolerance each, and round 1's relative one (batched Newton)."""
+    """Per machine: a tolerance each; a block of three stops each machine where it stops
+    alone."""
     shards = [_shard(300, 6, seed=s) for s in range(3)]
     data = StackedShards.stack(shards)
     rng = np.random.default_rng(0)
     center, rho = 0.3 * rng.standard_normal((3, 7)), np.array([0.05, 0.1, 0.2])
     tol = np.array([1e-3, 1e-6, 1e-12])
-    theta, _ = theta_update_newton_batched(data, center, rho, np.zeros((3, 7)), tol=tol)
+    zeros = np.zeros((3, 7))
+    theta = NewtonThetaStep(data, zeros, NO_ANCHORS, NO_ANCHORS)(center, rho, zeros, tol=tol).theta
     for j, shard in enumerate(shards):
-        one, *_ = theta_step_newton(
-            shard, center[j][None, :], np.zeros((1, 7)), np.zeros(7), rho[j], tol=tol[j]
-        )
-        np.testing.assert_allclose(theta[j], one, atol=1e-13)
+        one = _newton(shard, zeros[j])(center[j : j + 1], rho[j : j + 1], zeros[:1], tol=tol[j])
+        np.testing.assert_allclose(theta[j], one.theta[0], atol=1e-13)
+        assert np.linalg.norm(_gradient(shard, center[j], rho[j], theta[j])) <= tol[j]
 
 
 def test_the_default_reaches_the_exact_solves_optimum_with_fewer_iterations(monkeypatch) -> None:
@@ -189,21 +201,3 @@ def test_steps_as_loose_as_the_residuals_do_not_stop_at_zero(backend: str) -> No
     assert reason == "converged"
     assert abs(f_loose - f_exact) <= 1e-9 * f_exact
     assert abs(f_loose - math.log(2)) > 1e-3  # not the objective at theta = 0
-
-
-def test_one_machines_floats_and_arrays_over_machines_give_the_same_statistics() -> None:
-    """scaled_residual and theta_tolerance take a fast path for one machine's floats (the
-    round loop) and arrays for all machines (the simulator): the same values, NaN included."""
-    rng = np.random.default_rng(5)
-    values = np.concatenate([10.0 ** rng.uniform(-14, 2, (200, 4)), np.full((3, 4), 1.0)])
-    values[-3, 0] = values[-2, 1] = values[-1, 3] = math.nan
-    for c in (0.01, 0.5, 3.0, 1e10):
-        for primal, dual, norm, error in values:
-            one = scaled_residual(float(primal), float(dual), c, float(norm), float(error))
-            many = scaled_residual(
-                np.array([primal]), np.array([dual]), c, np.array([norm]), np.array([error])
-            )
-            assert one == many[0] or (math.isnan(one) and math.isnan(many[0]))
-            tol_one = theta_tolerance(0.1, c, float(primal), float(dual))
-            tol_many = theta_tolerance(0.1, c, np.array([primal]), np.array([dual]))[0]
-            assert tol_one == tol_many or (math.isnan(tol_one) and math.isnan(tol_many))

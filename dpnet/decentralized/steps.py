@@ -21,7 +21,6 @@ hold them, so they stay bitwise equal without a third exchange. See docs/algorit
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -53,10 +52,6 @@ def theta_tolerance(
     solve to NEWTON_TOL. NaN residuals give a NaN tolerance: the solve runs NEWTON_MAX_ITER
     iterations, as it did on a non-finite iterate, and the stop rule ends the run.
     """
-    if isinstance(primal, float) and isinstance(dual, float):  # one machine's (round loop)
-        if math.isnan(primal) or math.isnan(dual):
-            return math.nan
-        return max(NEWTON_TOL, rtol * max(c * primal, dual))
     tol = np.maximum(NEWTON_TOL, rtol * np.maximum(c * np.asarray(primal), dual))
     return tol if np.ndim(tol) else float(tol)
 
@@ -228,10 +223,6 @@ def scaled_residual(
     and stopped "converged" at theta = 0. 0 for the steps that report none (fixed numbers of
     majorized or gradient iterations; the fixed-work private step).
     """
-    if isinstance(primal, float) and isinstance(dual, float) and isinstance(norm, float):
-        # one machine's floats (every round of the round loop): Python's max itself
-        largest = max(max(primal * max(1.0, c), dual), float(theta_error))
-        return largest / (norm if norm > 1.0 else 1.0)
     scaled = primal * max(1.0, c)
     worst = np.where(dual > scaled, dual, scaled)
     worst = np.where(theta_error > worst, theta_error, worst)
