@@ -19,6 +19,7 @@ from dpnet.data.partition import split_rows
 from dpnet.decentralized import boundary
 from dpnet.decentralized import cv as cvm
 from dpnet.decentralized.admm import ADMMConfig, run_machine
+from dpnet.decentralized.block import ArrayBlock, Block, CommBlock
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
@@ -87,17 +88,20 @@ def _central_cv(
 
 
 def _distributed_cv(X_parts, y_parts, fold_parts, graph, loss, grid=GRID) -> list:
+    """Every machine's CV result: threads over their communicators, then the simulator's
+    (all machines in one block) appended."""
     grp_ptr, grp_indices = groups_from_labels(GROUPS)
+    data = [LocalData(_aug(X), y, N, loss) for X, y in zip(X_parts, y_parts, strict=True)]
 
-    def machine(comm):
-        j = comm.rank
-        data = LocalData(_aug(X_parts[j]), y_parts[j], N, loss)
+    def fit(block: Block) -> list:
+        ranks = block.edges.ids.tolist()
         return cvm.cross_validate(
-            comm, graph, data, grp_ptr, grp_indices, WEIGHTS, fold_parts[j], K, ADMMConfig(),
-            path=cvm.CVPath(grid=grid),
+            block, graph, [data[j] for j in ranks], grp_ptr, grp_indices, WEIGHTS,
+            [fold_parts[j] for j in ranks], K, ADMMConfig(), path=cvm.CVPath(grid=grid),
         )  # fmt: skip
 
-    return run_in_process(graph, machine)
+    threads = run_in_process(graph, lambda comm: fit(CommBlock(comm, graph))[0])
+    return threads + fit(ArrayBlock(graph))
 
 
 def _parts(X, y, seed=SEED):
@@ -134,8 +138,12 @@ def test_distributed_cv_equals_centralized_cv(loss, solver):
     assert cv.fold_sizes.tolist() == [50, 50, 50] and cv.grid.tolist() == list(grid)
     assert all(r == "converged" for fold in cv.stop_reasons for r in fold)
     i_min, i_1se = cvm.select(ref_mean, ref_se)
-    for other in results:  # every machine holds the same numbers and takes the same decision
+    threads, simulated = results[:J], results[J:]
+    for other in threads:  # every machine holds the same numbers and takes the same decision
         assert np.array_equal(other.mean, cv.mean) and np.array_equal(other.se, cv.se)
+        assert (other.index_min, other.index_1se) == (cv.index_min, cv.index_1se)
+    for other in simulated:  # the simulator's: the same to rounding, the same decision
+        assert _rel(other.mean, cv.mean) <= 1e-9 and _rel(other.se, cv.se) <= 1e-7
         assert (other.index_min, other.index_1se) == (cv.index_min, cv.index_1se)
     assert (cv.index_min, cv.index_1se) == (i_min, i_1se)
 
@@ -173,16 +181,23 @@ def test_lambda_max_is_where_every_group_leaves():
     lam_max = run_in_process(
         graph,
         lambda comm: cvm.lambda_max(
-            comm,
-            graph,
-            LocalData(_aug(X_parts[comm.rank]), y_parts[comm.rank], N),
+            CommBlock(comm, graph),
+            [LocalData(_aug(X_parts[comm.rank]), y_parts[comm.rank], N)],
             grp_ptr,
             grp_indices,
             WEIGHTS,
             counts,
         ),
     )
-    assert len(set(lam_max)) == 1
+    simulated = cvm.lambda_max(
+        ArrayBlock(graph),
+        [LocalData(_aug(X), y, N) for X, y in zip(X_parts, y_parts, strict=True)],
+        grp_ptr,
+        grp_indices,
+        WEIGHTS,
+        counts,
+    )
+    assert len(set(lam_max)) == 1 and simulated == lam_max[0]  # the same tree sums
     b_star = cvm.intercept_only(Logistic(), *counts)
     assert b_star == pytest.approx(np.log(counts[0] / counts[1]), abs=1e-12)
     at_max = _central_theta(X, y, lam_max[0] * (1 + 1e-9), Logistic(), "node")

@@ -165,6 +165,22 @@ def lambda_from_gradient(
     return lam
 
 
+def lambda_max(
+    block: Block,
+    data: Sequence[LocalData],
+    grp_ptr: np.ndarray,
+    grp_indices: np.ndarray,
+    weights: np.ndarray,
+    label_counts: np.ndarray,
+) -> float:
+    """:func:`lambda_from_gradient` at b* from the network's label counts ``label_counts`` =
+    (#{y = +1}, #{y = -1}); grad by one network sum of p floats over the block's shards
+    ``data``."""
+    b_star = intercept_only(data[0].loss, *label_counts)
+    grad = block.network_sum(np.stack([intercept_gradient(d, b_star) for d in data]))
+    return lambda_from_gradient(grad, grp_ptr, grp_indices, weights)
+
+
 def fold_counts(folds: np.ndarray, k: int, y: np.ndarray) -> np.ndarray:
     """This machine's rows per fold and its label counts (#{y = +1}, #{y = -1}): K + 2 floats,
     summed over the network before the path."""
@@ -340,12 +356,9 @@ def cross_validate(
     )
     sizes = counts[:k]
 
-    def lam_max() -> float:
-        b_star = intercept_only(data[0].loss, *counts[k:])
-        grad = block.network_sum(np.stack([intercept_gradient(d, b_star) for d in data]))
-        return lambda_from_gradient(grad, grp_ptr, grp_indices, weights)
-
-    lams, source = path_grid(path, lam_max)
+    lams, source = path_grid(
+        path, lambda: lambda_max(block, data, grp_ptr, grp_indices, weights, counts[k:])
+    )
     fresh = initial_state(block, data[0].n_features + 1, config, graph)
     n_machines = graph.number_of_nodes()
     scores = np.zeros((len(data), k, len(lams)))
