@@ -61,10 +61,11 @@ from dpnet.privacy.leaks import PrivacyLeakWarning
 from dpnet.privacy.modes import (
     DEFAULT_DELTA,
     ESTIMATOR,
+    PRIVACY_MODES,
     RECORD_DISTANCE,
     RECORD_WORK,
     PrivacyMode,
-    RecordPrivacy,
+    mode_class,
     privacy_mode,
 )
 
@@ -178,7 +179,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         "lam": [FINITE_POSITIVE],
         "groups": ["array-like", None],
         "epsilon": [Interval(Real, 0, math.inf, closed="right")],  # inf: no privacy
-        "privacy": [StrOptions({"label", "record"})],
+        "privacy": [StrOptions(set(PRIVACY_MODES))],
         "delta": [OPEN_UNIT_INTERVAL],
         "row_bound": [FINITE_POSITIVE, None],
         "classes": ["array-like", None],
@@ -250,16 +251,16 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         """The privacy mode of the parameters, checked before the data are read (ConfigError
         on what it cannot take): every privacy rule of the fit is read from it
         (:mod:`dpnet.privacy.modes`, shared with the command line)."""
-        record = self.privacy == "record"
+        takes_delta = mode_class(self.privacy).takes_delta  # else delta is ignored
         mode = privacy_mode(
             self.privacy,
             epsilon=self.epsilon,
-            delta=self.delta if record else None,
+            delta=self.delta if takes_delta else None,
             row_bound=self.row_bound,
             keep_prob=None,
             spelling=ESTIMATOR,
         )
-        if mode.record and self.theta_solver != "newton":
+        if mode.fixed_work_theta and self.theta_solver != "newton":
             raise ConfigError(
                 "privacy='record' runs its own fixed-work theta step: leave theta_solver at "
                 "'newton'"
@@ -354,9 +355,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         y_pm1 = self._labels_pm1(y, declared)
         keep_prob = mode.keep_probability
         seed = streams.check_seed(self.random_state, "random_state")
-        record = isinstance(mode, RecordPrivacy)
-        row_bound = mode.row_bound if isinstance(mode, RecordPrivacy) else None
-        default_rounds, relaxation = mode_defaults(record)
+        row_bound = mode.row_bound
+        default_rounds, relaxation = mode_defaults(mode.noisy_thetas)
         rounds = default_rounds if self.max_rounds is None else self.max_rounds
         noise = record_noise(mode, rounds, seed)
         self.backend_ = self.backend
@@ -375,7 +375,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         parts = split_rows(X.shape[0], self.n_machines)
         rows = [X[i] for i in parts]  # each machine's, once
         # label privacy: the machines fit the columns centred (PrivateShard.columns)
-        columns = public_columns(self.privacy, rows, len(X))
+        columns = public_columns(mode, rows, len(X))
         admm = ADMMConfig(
             lam=self.lam,
             c=self.c,
@@ -421,7 +421,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         penalty = releases[0].result.penalty
         assert penalty is not None  # both backends record the penalty's path
         self.penalty_ = penalty.as_dict()
-        if self.stop_reason_ != "converged" and not record:  # record: the rounds are the budget
+        if self.stop_reason_ != "converged" and not mode.noisy_thetas:  # the rounds: the budget
             warnings.warn(
                 f"stopped on {self.stop_reason_} after {self.n_iter_} rounds, not converged to "
                 f"tol={self.tol}: coef_ is not the optimum (check c, or raise max_rounds)",
@@ -441,7 +441,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             "bytes_per_machine_per_round": float(np.mean([t["bytes_sent"] for t in traffic]))
             / max(1, self.n_iter_),
         }
-        ledger = privacy_ledger(releases, delta=self.delta if record else None)
+        ledger = privacy_ledger(releases, delta=mode.guarantee_delta)
         schema = (
             ""
             if self.classes is not None
