@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet import streams
 from dpnet.data.dataset import check_magnitude
+from dpnet.data.labels import LabelDomain, equal_labels
 from dpnet.data.partition import split_rows
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
 from dpnet.decentralized.all_machines import fit_private_shards, randomize_all
@@ -73,13 +74,6 @@ _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 
 
 ESTIMATOR_BACKENDS = ("auto", "simulated", "threads")
-
-
-def _equal(values: Any, label: Any) -> np.ndarray:
-    """values == label elementwise as a bool array of values' shape; False where the types
-    do not compare (an int among string labels), never a TypeError."""
-    values = np.asarray(values)
-    return np.broadcast_to(np.asarray(values == label, dtype=bool), values.shape)
 
 
 def _accountant_entry(
@@ -275,8 +269,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         classes = np.asarray(self.classes)
         if (
             classes.shape != (2,)
-            or not _equal(classes, classes).all()  # NaN is no label
-            or _equal(classes[0], classes[1])
+            or not equal_labels(classes, classes).all()  # NaN is no label
+            or equal_labels(classes[0], classes[1])
         ):
             raise ConfigError(
                 "classes must be two distinct label values (negative, positive), "
@@ -285,7 +279,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         return classes
 
     def _labels_pm1(self, y: np.ndarray, declared: np.ndarray | None) -> np.ndarray:
-        """y as +-1 (classes_[1] -> +1, classes_[0] -> -1); sets ``classes_``.
+        """y as +-1 by the label domain of ``classes_`` (:meth:`LabelDomain.of_classes`:
+        classes_[1] -> +1, classes_[0] -> -1, the command line's rule); sets ``classes_``.
 
         ``declared`` (the ``classes`` given): ``classes_`` is that pair and nothing about the
         class set is read from y (not even scikit-learn's type of target); a label outside
@@ -310,13 +305,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                 )
         else:
             classes = declared
-            if not (_equal(y, classes[1]) | _equal(y, classes[0])).all():
-                raise ValueError(
-                    "y holds values outside classes=(negative, positive): outside the "
-                    "declared data domain, refused"
-                )
+        pm1 = LabelDomain.of_classes(classes).to_pm1(y)
         self.classes_ = classes
-        return np.where(_equal(y, classes[1]), 1.0, -1.0)
+        return pm1
 
     def _group_labels(self, groups: Any, n_features: int) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(groups, Mapping):
