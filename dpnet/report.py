@@ -35,9 +35,7 @@ from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
 from dpnet.penalties.group import groups_from_labels, objective_penalty, selected_groups
 from dpnet.privacy.modes import (
-    LABEL_GUARANTEE,
     RECORD_DISTANCE,
-    RECORD_GUARANTEE,
     RECORD_WORK,
     RecordPrivacy,
 )
@@ -159,9 +157,9 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
         # as asked, and as spent: the budget of the keep probability (a double), <= the ask
         "epsilon_requested": None if math.isinf(config.epsilon) else config.epsilon,
         "epsilon_per_machine": None if math.isinf(config.label_epsilon) else config.label_epsilon,
-        "neighbouring_relation": "replace one label (replace-one), within one machine's shard",
-        "guarantee": f"{LABEL_GUARANTEE}; parallel composition over disjoint shards",
-        "protected": "labels",
+        "neighbouring_relation": mode.neighbours,
+        "guarantee": f"{mode.guarantee}; parallel composition over disjoint shards",
+        "protected": mode.protects,
         "not_protected": FEATURES_NOTE,
         "seed": seeded or "no seed: every machine drew its flips from its own OS entropy",
         "label_domain": public_label_domain(config),
@@ -195,12 +193,12 @@ def _record_privacy_block(
         "row_bound": config.row_bound,
         "sensitivity": "2 L sqrt(R^2 + 1) / (n c d_j) per round (L the loss's "
         "Lipschitz bound, n the training rows, c the round's penalty, d_j = degree + 1)",
-        "neighbouring_relation": "replace one record (features and label) of one machine's shard",
-        "guarantee": f"{RECORD_GUARANTEE}, per machine; parallel composition over disjoint "
+        "neighbouring_relation": mode.neighbours,
+        "guarantee": f"{mode.guarantee}, per machine; parallel composition over disjoint "
         "shards; a run that stops before --max-rounds is post-processing of one that ran them",
         "distance": RECORD_DISTANCE,
         "work": RECORD_WORK,
-        "protected": "records (features and label)",
+        "protected": mode.protects,
         "labels": "randomized response too, keep probability "
         f"{p:.6g} (epsilon {config.label_epsilon:.6g} label-DP)"
         if p < 1.0

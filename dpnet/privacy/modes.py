@@ -87,6 +87,8 @@ class LabelPrivacy:
     row_bound: ClassVar[None] = None  # no row is scaled
     adapts_penalty: ClassVar[bool] = True
     guarantee: ClassVar[str] = LABEL_GUARANTEE
+    protects: ClassVar[str] = "labels"
+    neighbours: ClassVar[str] = "replace one label (replace-one), within one machine's shard"
 
     @classmethod
     def of(
@@ -163,6 +165,8 @@ class RecordPrivacy:
     takes_delta: ClassVar[bool] = True
     adapts_penalty: ClassVar[bool] = False
     guarantee: ClassVar[str] = RECORD_GUARANTEE
+    protects: ClassVar[str] = "records (features and label)"
+    neighbours: ClassVar[str] = "replace one record (features and label) of one machine's shard"
 
     @classmethod
     def of(
