@@ -256,7 +256,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         )
         if mode.fixed_work_theta and self.theta_solver != "newton":
             raise ConfigError(
-                "privacy='record' runs its own fixed-work theta step: leave theta_solver at "
+                f"{ESTIMATOR.record} runs its own fixed-work theta step: leave theta_solver at "
                 "'newton'"
             )
         return mode
