@@ -42,6 +42,7 @@ from dpnet.decentralized.columns import public_columns
 from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
+from dpnet.privacy.modes import LabelPrivacy
 from tests.reference import group_logistic_objective, group_logistic_optimum
 
 GAP = 1e-6
@@ -68,7 +69,7 @@ def one_run(
     n = rows * n_mach
     data = make_group_logistic(n, n_groups=N_GROUPS, rng=np.random.default_rng(seed))
     parts = split_rows(n, n_mach, rng=np.random.default_rng(seed + 1))
-    columns = public_columns("label", [data.X[p] for p in parts], n)
+    columns = public_columns(LabelPrivacy(), [data.X[p] for p in parts], n)
     assert columns is not None  # label privacy pools the columns' facts
     X = data.X - columns.shift  # the columns the machines fit
     with warnings.catch_warnings():

@@ -20,7 +20,15 @@ from dpnet.evaluation import MAX_COUNT_EPSILON
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.penalties.group import GROUP_WEIGHTS
-from dpnet.privacy.modes import CLI, DEFAULT_DELTA, PrivacyMode, RecordPrivacy, privacy_mode
+from dpnet.privacy.modes import (
+    CLI,
+    DEFAULT_DELTA,
+    PRIVACY_MODES,
+    PrivacyMode,
+    RecordPrivacy,
+    mode_class,
+    privacy_mode,
+)
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -51,8 +59,6 @@ def _opt(default: Any, help: str, group: str, **argparse_kw: Any) -> Any:
 
 
 BACKENDS = ("auto", "mpi", "threads", "simulated")
-
-PRIVACY_MODES = ("label", "record")
 
 NET, PRIV, MODEL, DATA, RUN = (
     "network",
@@ -341,14 +347,14 @@ class RunConfig:
         """--max-rounds, or its default for the privacy mode."""
         if self.max_rounds is not None:
             return self.max_rounds
-        return mode_defaults(self.privacy == "record")[0]
+        return mode_defaults(mode_class(self.privacy).noisy_thetas)[0]
 
     @property
     def over_relaxation(self) -> float:
         """--relaxation, or its default for the privacy mode."""
         if self.relaxation is not None:
             return self.relaxation
-        return mode_defaults(self.privacy == "record")[1]
+        return mode_defaults(mode_class(self.privacy).noisy_thetas)[1]
 
     @property
     def privacy_mode(self) -> PrivacyMode:
@@ -362,10 +368,6 @@ class RunConfig:
             keep_prob=self.keep_prob,
             spelling=CLI,
         )
-
-    @property
-    def record_delta(self) -> float:
-        return DEFAULT_DELTA if self.delta is None else self.delta
 
     @property
     def theta_noise_multiplier(self) -> float | None:
@@ -450,7 +452,7 @@ class RunConfig:
             if not ok:
                 raise ConfigError(message)
         self._validate_backend()
-        if mode.record:
+        if mode.noisy_thetas:  # what the noisy thetas' mechanism does not cover
             self._validate_record()
             self._validate_record_limits()
         if self.shard_sizes is not None and self.data is not None and "{rank}" in self.data:

@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpnet import streams
 from dpnet.data.dataset import check_magnitude
+from dpnet.data.labels import LabelDomain, equal_labels
 from dpnet.data.partition import split_rows
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
 from dpnet.decentralized.block import ArrayBlock, Block, CommBlock
@@ -63,10 +64,11 @@ from dpnet.privacy.leaks import PrivacyLeakWarning
 from dpnet.privacy.modes import (
     DEFAULT_DELTA,
     ESTIMATOR,
+    PRIVACY_MODES,
     RECORD_DISTANCE,
     RECORD_WORK,
     PrivacyMode,
-    RecordPrivacy,
+    mode_class,
     privacy_mode,
 )
 
@@ -74,13 +76,6 @@ _ADMM = ADMMConfig()  # the solver defaults live in ADMMConfig
 
 
 ESTIMATOR_BACKENDS = ("auto", "simulated", "threads")
-
-
-def _equal(values: Any, label: Any) -> np.ndarray:
-    """values == label elementwise as a bool array of values' shape; False where the types
-    do not compare (an int among string labels), never a TypeError."""
-    values = np.asarray(values)
-    return np.broadcast_to(np.asarray(values == label, dtype=bool), values.shape)
 
 
 def _accountant_entry(
@@ -180,7 +175,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         "lam": [FINITE_POSITIVE],
         "groups": ["array-like", None],
         "epsilon": [Interval(Real, 0, math.inf, closed="right")],  # inf: no privacy
-        "privacy": [StrOptions({"label", "record"})],
+        "privacy": [StrOptions(set(PRIVACY_MODES))],
         "delta": [OPEN_UNIT_INTERVAL],
         "row_bound": [FINITE_POSITIVE, None],
         "classes": ["array-like", None],
@@ -252,18 +247,18 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         """The privacy mode of the parameters, checked before the data are read (ConfigError
         on what it cannot take): every privacy rule of the fit is read from it
         (:mod:`dpnet.privacy.modes`, shared with the command line)."""
-        record = self.privacy == "record"
+        takes_delta = mode_class(self.privacy).takes_delta  # else delta is ignored
         mode = privacy_mode(
             self.privacy,
             epsilon=self.epsilon,
-            delta=self.delta if record else None,
+            delta=self.delta if takes_delta else None,
             row_bound=self.row_bound,
             keep_prob=None,
             spelling=ESTIMATOR,
         )
-        if mode.record and self.theta_solver != "newton":
+        if mode.fixed_work_theta and self.theta_solver != "newton":
             raise ConfigError(
-                "privacy='record' runs its own fixed-work theta step: leave theta_solver at "
+                f"{ESTIMATOR.record} runs its own fixed-work theta step: leave theta_solver at "
                 "'newton'"
             )
         return mode
@@ -276,8 +271,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         classes = np.asarray(self.classes)
         if (
             classes.shape != (2,)
-            or not _equal(classes, classes).all()  # NaN is no label
-            or _equal(classes[0], classes[1])
+            or not equal_labels(classes, classes).all()  # NaN is no label
+            or equal_labels(classes[0], classes[1])
         ):
             raise ConfigError(
                 "classes must be two distinct label values (negative, positive), "
@@ -286,7 +281,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         return classes
 
     def _labels_pm1(self, y: np.ndarray, declared: np.ndarray | None) -> np.ndarray:
-        """y as +-1 (classes_[1] -> +1, classes_[0] -> -1); sets ``classes_``.
+        """y as +-1 by the label domain of ``classes_`` (:meth:`LabelDomain.of_classes`:
+        classes_[1] -> +1, classes_[0] -> -1, the command line's rule); sets ``classes_``.
 
         ``declared`` (the ``classes`` given): ``classes_`` is that pair and nothing about the
         class set is read from y (not even scikit-learn's type of target); a label outside
@@ -311,13 +307,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                 )
         else:
             classes = declared
-            if not (_equal(y, classes[1]) | _equal(y, classes[0])).all():
-                raise ValueError(
-                    "y holds values outside classes=(negative, positive): outside the "
-                    "declared data domain, refused"
-                )
+        pm1 = LabelDomain.of_classes(classes).to_pm1(y)
         self.classes_ = classes
-        return np.where(_equal(y, classes[1]), 1.0, -1.0)
+        return pm1
 
     def _group_labels(self, groups: Any, n_features: int) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(groups, Mapping):
@@ -356,9 +348,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         y_pm1 = self._labels_pm1(y, declared)
         keep_prob = mode.keep_probability
         seed = streams.check_seed(self.random_state, "random_state")
-        record = isinstance(mode, RecordPrivacy)
-        row_bound = mode.row_bound if isinstance(mode, RecordPrivacy) else None
-        default_rounds, relaxation = mode_defaults(record)
+        row_bound = mode.row_bound
+        default_rounds, relaxation = mode_defaults(mode.noisy_thetas)
         rounds = default_rounds if self.max_rounds is None else self.max_rounds
         noise = record_noise(mode, rounds, seed)
         self.backend_ = self.backend
@@ -377,7 +368,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         parts = split_rows(X.shape[0], self.n_machines)
         rows = [X[i] for i in parts]  # each machine's, once
         # label privacy: the machines fit the columns centred (PrivateShard.columns)
-        columns = public_columns(self.privacy, rows, len(X))
+        columns = public_columns(mode, rows, len(X))
         admm = ADMMConfig(
             lam=self.lam,
             c=self.c,
@@ -415,7 +406,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         penalty = releases[0].result.penalty
         assert penalty is not None  # both backends record the penalty's path
         self.penalty_ = penalty.as_dict()
-        if self.stop_reason_ != "converged" and not record:  # record: the rounds are the budget
+        if self.stop_reason_ != "converged" and not mode.noisy_thetas:  # the rounds: the budget
             warnings.warn(
                 f"stopped on {self.stop_reason_} after {self.n_iter_} rounds, not converged to "
                 f"tol={self.tol}: coef_ is not the optimum (check c, or raise max_rounds)",
@@ -435,7 +426,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             "bytes_per_machine_per_round": float(np.mean([t["bytes_sent"] for t in traffic]))
             / max(1, self.n_iter_),
         }
-        ledger = privacy_ledger(releases, delta=self.delta if record else None)
+        ledger = privacy_ledger(releases, delta=mode.guarantee_delta)
         schema = (
             ""
             if self.classes is not None

@@ -37,7 +37,6 @@ from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import (
     ColumnMoments,
     PublicColumns,
-    centres_columns,
     public_columns,
 )
 from dpnet.decentralized.cv import check_fold_counts
@@ -170,7 +169,7 @@ def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str 
     assert own is not None
     # label privacy: the column moments for the fit's shift and start (the features are
     # public there)
-    moments = ColumnMoments.of(own.X, world.size) if centres_columns(config.privacy) else None
+    moments = ColumnMoments.of(own.X, world.size) if config.privacy_mode.features_public else None
     # the public schema of each file (rows, groups, header): every machine checks they agree
     schema = (own.n_samples, own.groups.tolist(), own.feature_names)
     metas = world.allgather((schema, moments))
@@ -212,7 +211,7 @@ def all_shards(config: RunConfig, size: int) -> tuple[list[RawShard], SetUp]:
             raise DataError(f"machine {rank}: {exc}") from None
     check_own_shards(config, [(o.n_samples, o.groups.tolist(), o.feature_names) for o in own])
     total = sum(o.n_samples for o in own)
-    columns = public_columns(config.privacy, [o.X for o in own], total)
+    columns = public_columns(config.privacy_mode, [o.X for o in own], total)
     shards = [shard_from_own_data(o, total, config, columns) for o in own]
     return shards, own_data_problem(config, own[0].groups, own[0].feature_names, own[0].group_names)
 

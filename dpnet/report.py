@@ -35,10 +35,9 @@ from dpnet.errors import ConfigError
 from dpnet.evaluation import accuracy_estimate
 from dpnet.penalties.group import groups_from_labels, objective_penalty, selected_groups
 from dpnet.privacy.modes import (
-    LABEL_GUARANTEE,
     RECORD_DISTANCE,
-    RECORD_GUARANTEE,
     RECORD_WORK,
+    RecordPrivacy,
 )
 from dpnet.provenance import run_provenance
 from dpnet.setup import PublicSetUp
@@ -149,17 +148,18 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
             "of the seed, so the guarantee does NOT hold against anyone who knows it"
         )
     )
-    if config.privacy == "record":
-        return _record_privacy_block(config, ledger, seeded)
+    mode = config.privacy_mode
+    if isinstance(mode, RecordPrivacy):  # the block of its noisy thetas
+        return _record_privacy_block(config, mode, ledger, seeded)
     return {
         "mechanism": "randomized response on labels, applied by each machine locally",
         "keep_prob": config.keep_probability,
         # as asked, and as spent: the budget of the keep probability (a double), <= the ask
         "epsilon_requested": None if math.isinf(config.epsilon) else config.epsilon,
         "epsilon_per_machine": None if math.isinf(config.label_epsilon) else config.label_epsilon,
-        "neighbouring_relation": "replace one label (replace-one), within one machine's shard",
-        "guarantee": f"{LABEL_GUARANTEE}; parallel composition over disjoint shards",
-        "protected": "labels",
+        "neighbouring_relation": mode.neighbours,
+        "guarantee": f"{mode.guarantee}; parallel composition over disjoint shards",
+        "protected": mode.protects,
         "not_protected": FEATURES_NOTE,
         "seed": seeded or "no seed: every machine drew its flips from its own OS entropy",
         "label_domain": public_label_domain(config),
@@ -171,7 +171,7 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
 
 
 def _record_privacy_block(
-    config: RunConfig, ledger: PrivacyLedger, seeded: str | None
+    config: RunConfig, mode: RecordPrivacy, ledger: PrivacyLedger, seeded: str | None
 ) -> dict[str, Any]:
     """The privacy block of ``--privacy record`` (docs/privacy.md, "Record-level privacy")."""
     from dpnet.privacy.gaussian import composed_gaussian_delta
@@ -184,7 +184,7 @@ def _record_privacy_block(
         "Gaussian on a grid); rows scaled to norm <= --row-bound; everything else a machine "
         "sends is computed from released thetas",
         "epsilon_per_machine": config.epsilon,
-        "delta": config.record_delta,
+        "delta": mode.delta,
         "exact_delta_at_epsilon": composed_gaussian_delta(
             multiplier, config.rounds, config.epsilon
         ),
@@ -193,12 +193,12 @@ def _record_privacy_block(
         "row_bound": config.row_bound,
         "sensitivity": "2 L sqrt(R^2 + 1) / (n c d_j) per round (L the loss's "
         "Lipschitz bound, n the training rows, c the round's penalty, d_j = degree + 1)",
-        "neighbouring_relation": "replace one record (features and label) of one machine's shard",
-        "guarantee": f"{RECORD_GUARANTEE}, per machine; parallel composition over disjoint "
+        "neighbouring_relation": mode.neighbours,
+        "guarantee": f"{mode.guarantee}, per machine; parallel composition over disjoint "
         "shards; a run that stops before --max-rounds is post-processing of one that ran them",
         "distance": RECORD_DISTANCE,
         "work": RECORD_WORK,
-        "protected": "records (features and label)",
+        "protected": mode.protects,
         "labels": "randomized response too, keep probability "
         f"{p:.6g} (epsilon {config.label_epsilon:.6g} label-DP)"
         if p < 1.0
@@ -219,7 +219,7 @@ def public_label_domain(config: RunConfig) -> str:
 
 def _public_inputs(config: RunConfig) -> list[str]:
     items = ["the graph", "the configuration"]
-    if config.privacy == "label":
+    if config.privacy_mode.features_public:
         items.insert(0, "features of every row")
     if config.test_data is not None:
         items.append(f"--test-data {config.test_data} (declared public: labels used as given)")
@@ -248,18 +248,23 @@ def build_report(
     grp_ptr, grp_indices = groups_from_labels(public.group_labels)
     selected = selected_groups(coef, grp_ptr, grp_indices)
     penalty = objective_penalty(lam, coef, grp_ptr, grp_indices, public.group_weights)
-    record = config.privacy == "record"
-    noisy_objective = None if record else float(sum(r.local_objective for r in results) + penalty)
+    mode = config.privacy_mode
+    noisy_objective = (
+        float(sum(r.local_objective for r in results) + penalty)
+        if mode.releases_objective
+        else None
+    )
     accuracy, count_event = None, None
     if public.evaluation is not None and public.evaluation.n_samples:
-        rng = streams.holdout_count_stream(config.seed, J) if record else None
+        # private features: the held-out rows are scored through a noisy count
+        rng = None if mode.features_public else streams.holdout_count_stream(config.seed, J)
         accuracy, count_event = accuracy_estimate(public.evaluation, coef, intercept, rng)
         del rng  # made for the one draw
     ledger = privacy_ledger(
         releases,
         public.holdout_event,
         count_event,
-        delta=config.record_delta if record else None,
+        delta=mode.guarantee_delta,
     )
     if cv is not None:
         from dp_accounting import dp_event

@@ -140,7 +140,7 @@ def _randomized_holdout(
     noisy = boundary.randomize_labels(
         holdout.y, p, streams.holdout_flip_stream(config.seed, n_machines), HOLDOUT_PART
     )
-    if config.privacy == "record":
+    if not config.privacy_mode.features_public:
         event = randomized_response_event(p) if p < 1.0 else None
         return EvaluationSet(holdout.X, noisy, NOISY_COUNT, p, config.epsilon), event
     return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), randomized_response_event(p)
@@ -190,7 +190,7 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
     weights = group_weights(train.groups, config.group_weights)
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
     rows = [np.ascontiguousarray(train.X[idx]) for idx in parts]  # each machine's, once
-    columns = public_columns(config.privacy, rows, train.n_samples)
+    columns = public_columns(config.privacy_mode, rows, train.n_samples)
     shards = [
         RawShard(x, train.y[idx].copy(), train.n_samples, train.groups, weights, columns)
         for x, idx in zip(rows, parts, strict=True)

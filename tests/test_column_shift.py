@@ -27,6 +27,7 @@ from dpnet.decentralized.columns import (
 )
 from dpnet.decentralized.machine import in_given_columns
 from dpnet.errors import PrivacyError
+from dpnet.privacy.modes import LabelPrivacy
 from dpnet.run import main
 from dpnet.setup import prepare_problem
 
@@ -122,7 +123,7 @@ def test_more_scatter_than_the_machines_may_pool_has_no_curvature():
     pooled = PublicColumns.pooled([ColumnMoments.of(x, machines) for x in rows], machines)
     assert pooled.curvature is None
     np.testing.assert_allclose(pooled.shift, (machines - 1) / 2)
-    in_process = public_columns("label", rows, machines)  # the simulator's and estimator's
+    in_process = public_columns(LabelPrivacy(), rows, machines)  # the simulator's and estimator's
     assert in_process is not None and in_process.curvature is None
 
 

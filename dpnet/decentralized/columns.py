@@ -2,7 +2,7 @@
 
 Label privacy protects the labels only: the features are public inputs there, so the machines
 may pool facts of them at set-up (never under record privacy, which protects them too:
-:func:`centres_columns`). Each machine contributes its :class:`ColumnMoments`; the pooled
+the mode's ``features_public``). Each machine contributes its :class:`ColumnMoments`; the pooled
 :class:`PublicColumns` are the same floats on every machine, whichever layout holds the rows
 (one file split by rank 0, a file per machine, the estimator's array), because they are added
 from the machines' parts in rank order:
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpnet.privacy.modes import PrivacyMode
+
 POOLED_SCATTER_ENTRIES = 2**25
 """The most scatter entries J p^2 the machines pool (256 MiB that each machine receives when
 every machine sends its p x p scatter: p = 48 up to J = 14,563, p = 2,048 up to J = 8);
@@ -30,13 +32,6 @@ def pools_curvature(n_machines: int, n_columns: int) -> bool:
     """Whether J machines with ``n_columns`` columns pool their scatters
     (:data:`POOLED_SCATTER_ENTRIES`)."""
     return n_machines * n_columns**2 <= POOLED_SCATTER_ENTRIES
-
-
-def centres_columns(privacy: str) -> bool:
-    """Whether the fit pools facts of the features and centres the columns (``privacy`` the
-    job's or estimator's mode): under label privacy, where the features are public; not under
-    record privacy, which protects them (nothing of them may be sent)."""
-    return privacy != "record"
 
 
 def column_sums(X: np.ndarray) -> np.ndarray:
@@ -98,9 +93,11 @@ class PublicColumns:
         return cls(shift, curvature)
 
 
-def public_columns(privacy: str, rows: Sequence[np.ndarray], n_total: int) -> PublicColumns | None:
+def public_columns(
+    mode: PrivacyMode, rows: Sequence[np.ndarray], n_total: int
+) -> PublicColumns | None:
     """The fit's :class:`PublicColumns` from every machine's rows (one process holds them all)
-    when :func:`centres_columns`, else None."""
-    if not centres_columns(privacy):
+    when ``mode`` (the job's or estimator's) makes the features public, else None."""
+    if not mode.features_public:
         return None
     return PublicColumns.pooled([ColumnMoments.of(x, len(rows)) for x in rows], n_total)

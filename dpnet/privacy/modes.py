@@ -23,7 +23,6 @@ from dpnet.privacy.binary_rr import (
 )
 from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
-PRIVACY_MODES = ("label", "record")
 DEFAULT_DELTA = 1e-5
 MAX_ROW_BOUND = 1e100
 """The largest row bound R (as features, :data:`dpnet.data.dataset.MAX_ABS_FEATURE`): R~^2 =
@@ -72,9 +71,39 @@ class LabelPrivacy:
     epsilon: float = math.inf
     keep_prob: float | None = None
     name: ClassVar[str] = "label"
-    record: ClassVar[bool] = False
+    features_public: ClassVar[bool] = True
+    """The features are public inputs: the machines may pool facts of them (centred columns,
+    the start's curvature) and score held-out rows on them directly."""
+    releases_objective: ClassVar[bool] = True
+    """The fit's objective, which reads the rows, is released."""
+    noisy_thetas: ClassVar[bool] = False
+    """Every theta a machine sends carries noise spread over the rounds: the rounds are the
+    budget (stopping at them is expected), with the defaults of
+    :func:`dpnet.decentralized.admm.mode_defaults`."""
+    fixed_work_theta: ClassVar[bool] = False
+    """The theta step is the mode's own, of fixed work: no theta solver may be chosen."""
+    takes_delta: ClassVar[bool] = False
+    """The budget is (epsilon, delta), not epsilon alone."""
+    row_bound: ClassVar[None] = None  # no row is scaled
     adapts_penalty: ClassVar[bool] = True
     guarantee: ClassVar[str] = LABEL_GUARANTEE
+    protects: ClassVar[str] = "labels"
+    neighbours: ClassVar[str] = "replace one label (replace-one), within one machine's shard"
+
+    @classmethod
+    def of(
+        cls,
+        epsilon: float,
+        delta: float | None,
+        row_bound: float | None,
+        keep_prob: float | None,
+        spelling: Spelling,
+    ) -> LabelPrivacy:
+        """The checked mode of these settings; a given ``delta`` or ``row_bound`` refused."""
+        for name, given in ((spelling.delta, delta), (spelling.row_bound, row_bound)):
+            if given is not None:
+                raise ConfigError(f"{name} applies to {spelling.record} only")
+        return cls(epsilon, keep_prob).check(spelling)
 
     def check(self, spelling: Spelling) -> LabelPrivacy:
         """``self``, or ConfigError naming the first setting the mode cannot take."""
@@ -111,6 +140,11 @@ class LabelPrivacy:
         """(epsilon, delta) one fit charges an accountant, per machine."""
         return self.label_epsilon, 0.0
 
+    @property
+    def guarantee_delta(self) -> float | None:
+        """The delta the ledger reports its epsilon at: None (a pure epsilon guarantee)."""
+        return None
+
 
 @dataclass(frozen=True)
 class RecordPrivacy:
@@ -124,9 +158,34 @@ class RecordPrivacy:
     delta: float = DEFAULT_DELTA
     keep_prob: float | None = None
     name: ClassVar[str] = "record"
-    record: ClassVar[bool] = True
+    features_public: ClassVar[bool] = False
+    releases_objective: ClassVar[bool] = False
+    noisy_thetas: ClassVar[bool] = True
+    fixed_work_theta: ClassVar[bool] = True
+    takes_delta: ClassVar[bool] = True
     adapts_penalty: ClassVar[bool] = False
     guarantee: ClassVar[str] = RECORD_GUARANTEE
+    protects: ClassVar[str] = "records (features and label)"
+    neighbours: ClassVar[str] = "replace one record (features and label) of one machine's shard"
+
+    @classmethod
+    def of(
+        cls,
+        epsilon: float,
+        delta: float | None,
+        row_bound: float | None,
+        keep_prob: float | None,
+        spelling: Spelling,
+    ) -> RecordPrivacy:
+        """The checked mode of these settings; ``delta`` None: the default; ``row_bound``
+        required."""
+        if row_bound is None:
+            raise ConfigError(
+                f"{spelling.record} needs {spelling.row_bound}: a public bound on every row's "
+                f"L2 norm (longer rows are scaled to it); it must not be computed from the data"
+            )
+        delta = DEFAULT_DELTA if delta is None else delta
+        return cls(epsilon, row_bound, delta, keep_prob).check(spelling)
 
     def check(self, spelling: Spelling) -> RecordPrivacy:
         """``self``, or ConfigError naming the first setting the mode cannot take."""
@@ -166,8 +225,25 @@ class RecordPrivacy:
         """(epsilon, delta) one fit charges an accountant, per machine."""
         return self.epsilon, self.delta
 
+    @property
+    def guarantee_delta(self) -> float | None:
+        """The delta the ledger reports its epsilon at: the budget's."""
+        return self.delta
+
 
 PrivacyMode = LabelPrivacy | RecordPrivacy
+MODES: dict[str, type[LabelPrivacy] | type[RecordPrivacy]] = {
+    mode.name: mode for mode in (LabelPrivacy, RecordPrivacy)
+}
+PRIVACY_MODES = tuple(MODES)  # the modes' names, as the front doors spell them
+
+
+def mode_class(privacy: str) -> type[LabelPrivacy] | type[RecordPrivacy]:
+    """The class of the mode named ``privacy``, whose class attributes say what it does
+    before any setting is checked; ConfigError for an unknown name."""
+    if privacy not in MODES:
+        raise ConfigError(f"unknown privacy mode {privacy!r}; expected one of {PRIVACY_MODES}")
+    return MODES[privacy]
 
 
 def privacy_mode(
@@ -179,19 +255,6 @@ def privacy_mode(
     keep_prob: float | None,
     spelling: Spelling,
 ) -> PrivacyMode:
-    """The checked mode ``privacy`` ("label" or "record") of these settings; ``delta`` None:
-    the default. Under label privacy a given ``delta`` or ``row_bound`` is refused."""
-    if privacy == "label":
-        for name, given in ((spelling.delta, delta), (spelling.row_bound, row_bound)):
-            if given is not None:
-                raise ConfigError(f"{name} applies to {spelling.record} only")
-        return LabelPrivacy(epsilon, keep_prob).check(spelling)
-    if privacy == "record":
-        if row_bound is None:
-            raise ConfigError(
-                f"{spelling.record} needs {spelling.row_bound}: a public bound on every row's "
-                f"L2 norm (longer rows are scaled to it); it must not be computed from the data"
-            )
-        delta = DEFAULT_DELTA if delta is None else delta
-        return RecordPrivacy(epsilon, row_bound, delta, keep_prob).check(spelling)
-    raise ConfigError(f"unknown privacy mode {privacy!r}; expected one of {PRIVACY_MODES}")
+    """The checked mode ``privacy`` (a name of :data:`PRIVACY_MODES`) of these settings
+    (:meth:`LabelPrivacy.of`, :meth:`RecordPrivacy.of`)."""
+    return mode_class(privacy).of(epsilon, delta, row_bound, keep_prob, spelling)
