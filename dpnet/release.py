@@ -106,8 +106,9 @@ def run_baselines(config: RunConfig, setup: SetUp, releases: list[MachineRelease
             "summary": [
                 f"paper 1's DP median regression at the job's epsilon {epsilon:.6g} vs the "
                 f"exact fit, on its own public synthetic regression data (not the job's: "
-                f"the job's labels are +-1); L2 error {min(errors):.3g}-{max(errors):.3g}; own "
-                f"ledger, pure epsilon {ledger.pure_epsilon():.6g}, no record of the job read"
+                f"the job's labels are +-1); L2 distance to it {min(errors):.3g}-"
+                f"{max(errors):.3g}; own ledger, pure epsilon {ledger.pure_epsilon():.6g}, "
+                "no record of the job read"
             ],
         }
     if "rdp-admm" in config.baselines:
