@@ -479,6 +479,11 @@ class RunConfig:
         for name in self.baselines:
             if name not in BASELINES:
                 raise ConfigError(f"unknown baseline {name!r}; choose from {', '.join(BASELINES)}")
+        if self.baselines and math.isinf(mode.spend()[0]):
+            raise ConfigError(
+                "--baselines run at the job's epsilon, and this job is not private (epsilon "
+                "inf): give a finite --epsilon or --keep-prob"
+            )
         return self
 
     def _validate_backend(self) -> None:

@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -235,9 +235,14 @@ def build_report(
     backend: str,
     baselines: dict[str, Any] | None = None,
     cross_validation: list[CVResult] | None = None,
+    *,
+    charges: Sequence[dict[str, Any]] = (),
+    charges_delta: float | None = None,
 ) -> dict[str, Any]:
     """Rank 0: the results file's content (see docs/results-file.md); with
-    ``cross_validation`` (every machine's CVResult, --cv) the fit's lambda is the selected one."""
+    ``cross_validation`` (every machine's CVResult, --cv) the fit's lambda is the selected one;
+    ``charges``: releases of the baselines on a machine's rows (``PrivacyLedger.record``
+    arguments), composed in the run's ledger at ``charges_delta`` (dpnet.release)."""
     results = [r.result for r in releases]
     cv = None if cross_validation is None else cross_validation[0]
     lam = config.lam if cv is None else cv.selected
@@ -264,8 +269,10 @@ def build_report(
         releases,
         public.holdout_event,
         count_event,
-        delta=mode.guarantee_delta,
+        delta=charges_delta if mode.guarantee_delta is None else mode.guarantee_delta,
     )
+    for charge in charges:
+        ledger.record(**charge)
     if cv is not None:
         from dp_accounting import dp_event
 
@@ -497,9 +504,9 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         _privacy_line(priv),
         *([f"  privacy: {priv['seed']}"] if report["seed"] is not None else []),
         *(
-            f"  baseline {name}: own synthetic data, own ledger, total "
-            f"{_ledger_total(b.get('ledger', {}))}"
+            f"  baseline {name}: {line}" if k == 0 else f"  {line}"
             for name, b in report["baselines"].items()
+            for k, line in enumerate(b["summary"])
         ),
     ]
 
@@ -562,10 +569,3 @@ def _accuracy_text(accuracy: dict[str, Any] | None) -> str:
         f"{accuracy['estimate']:.3f} +- {accuracy['standard_error']:.3f} "
         f"({accuracy['source']}, n = {accuracy['n']})"
     )
-
-
-def _ledger_total(ledger: dict[str, Any]) -> str:
-    total = ledger.get("total", {})
-    if "epsilon" in total:
-        return f"epsilon {total['epsilon']} at delta {total.get('delta')}"
-    return f"pure epsilon {total.get('pure_epsilon')}"

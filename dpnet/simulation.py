@@ -57,7 +57,7 @@ def check_simulator_fits(
     size = simulator_bytes(
         rows,
         n_features,
-        record=config.privacy == "record",
+        record=config.privacy_mode.noisy_thetas,
         cv=bool(config.cv),
         shards_held=shards_held,
     )

@@ -24,6 +24,8 @@ Seeded runs (``--seed S``, ``random_state=S``): every stream is a child of
     (j + 1, 0)     machine j's cross-validation folds
     (j + 1, 1, t)  machine j's Gaussian noise on its round-t theta (a mechanism,
                    ``--privacy record``: one stream per draw)
+    (J + 2, k)     rank 0's baseline k of ``--baselines`` (0 median, 1 rdp-admm): the seed
+                   of its data and mechanisms (:func:`baseline_seed`)
     =============  =========================================================
 
 Unseeded runs: every stream draws fresh OS entropy on the machine that uses it, on its own:
@@ -109,3 +111,13 @@ def child_seeds(seed: int | None, count: int) -> list[int | None]:
         int(np.random.SeedSequence(seed, spawn_key=(i,)).generate_state(1, np.uint64)[0])
         for i in range(count)
     ]
+
+
+def baseline_seed(seed: int | None, n_machines: int, k: int) -> int | None:
+    """The integer seed of rank 0's baseline ``k`` (child (J + 2, k)), from which its
+    estimators spawn their own streams: no stream of the job's is derived from it, nor it
+    from one of theirs (None: OS entropy)."""
+    if seed is None:
+        return None
+    state = np.random.SeedSequence(seed, spawn_key=(n_machines + 2, k)).generate_state(1, np.uint64)
+    return int(state[0])

@@ -10,7 +10,9 @@ paper's synthetic design), :mod:`.experiment` (settings and the rank-0 run).
 from dpnet.baselines.rdp_admm.comparators import ADMMObjPClassifier, DPADMMClassifier
 from dpnet.baselines.rdp_admm.experiment import (
     COVERAGE_KS,
+    ESTABLISHED_METHODS,
     TUNED_SETTINGS,
+    fit_rdp_admm_on_rows,
     make_estimators,
     method_seeds,
     run_rdp_admm_baselines,
@@ -20,12 +22,14 @@ from dpnet.baselines.rdp_admm.model import MPADMMClassifier
 
 __all__ = [
     "COVERAGE_KS",
+    "ESTABLISHED_METHODS",
     "TUNED_SETTINGS",
     "ADMMObjPClassifier",
     "DPADMMClassifier",
     "DPSGDClassifier",
     "MPADMMClassifier",
     "SSADMMClassifier",
+    "fit_rdp_admm_on_rows",
     "make_estimators",
     "method_seeds",
     "run_rdp_admm_baselines",

@@ -7,6 +7,7 @@ and accounts each release.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -18,11 +19,14 @@ from dpnet.baselines.rdp_admm.data import coverage, make_synthetic, true_model
 from dpnet.baselines.rdp_admm.gradient import DPSGDClassifier, SSADMMClassifier
 from dpnet.baselines.rdp_admm.model import MPADMMClassifier
 from dpnet.errors import ConfigError
+from dpnet.privacy.clipping import clip_rows_l2
 from dpnet.privacy.ledger import PrivacyLedger
 
 __all__ = [
     "COVERAGE_KS",
+    "ESTABLISHED_METHODS",
     "TUNED_SETTINGS",
+    "fit_rdp_admm_on_rows",
     "make_estimators",
     "method_seeds",
     "run_rdp_admm_baselines",
@@ -101,6 +105,11 @@ def make_estimators(
     }
 
 
+ESTABLISHED_METHODS = ("ssADMM", "DP-SGD", "mpADMM", "DP-ADMM")
+"""The methods whose release has an established (epsilon, delta) guarantee: ADMM-objP's
+inexact minimiser has none (:mod:`.comparators`), so it is never run on private rows."""
+
+
 def method_seeds(seed: int | None, count: int) -> list[int | None]:
     """Integer seeds of children 1..count of ``SeedSequence(seed)`` (child 0 is the data's;
     None: OS entropy each)."""
@@ -116,6 +125,72 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
             value = value.item()
         out[key] = value
     return out
+
+
+def _release_record(name: str, est: DPLinearClassifier, machine: int | None) -> dict[str, Any]:
+    """The keyword arguments of :meth:`PrivacyLedger.record` for the fit ``est`` of ``name``."""
+    info = est.privacy_
+    sampling = info.get("sampling") if info.get("sampling") in ("fixed", "poisson") else None
+    return {
+        "event": est.privacy_event_,
+        "label": f"rdp_admm baseline {name}: coef_",
+        "relation": info["relation"],
+        "protects": "one training row",
+        "machine": machine,
+        "guarantee": info.get("guarantee", info.get("guarantee_caveat")),
+        "sampling": sampling,
+    }
+
+
+def fit_rdp_admm_on_rows(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    epsilon: float,
+    delta: float,
+    row_bound: float,
+    seed: int | None,
+    ledger: PrivacyLedger,
+    machine: int | None = None,
+    lam: float = 1e-4,
+    full_batch_epochs: int | None = 50,
+) -> dict[str, Any]:
+    """The methods of :data:`ESTABLISHED_METHODS`, each (``epsilon``, ``delta``)-DP for
+    replacing one row of (X, y), fitted on the rows given; every release is recorded in
+    ``ledger`` on ``machine`` (sequential composition with whatever else read these rows).
+
+    Rows: s_i = (clip_R(x_i), 1) / sqrt(R^2 + 1) with R = ``row_bound``, so ||s_i|| <= 1 (the
+    settings' row bound) and the last weight is the intercept; clipping acts on each row alone
+    with R fixed before the rows are read, so the guarantee holds for the rows given. R must
+    not depend on the private part of the rows. The model of the columns as given is
+    coef = w[:p] / sqrt(R^2 + 1), intercept = w[p] / sqrt(R^2 + 1). ``y`` in {-1, +1}.
+    Returns a JSON-serialisable dict: per method coef, intercept and its privacy_."""
+    if not 0 < row_bound < math.inf:
+        raise ConfigError(f"row_bound must be finite and > 0, got {row_bound}")
+    scale = math.sqrt(row_bound**2 + 1.0)
+    X = np.asarray(X, dtype=float)
+    S = np.column_stack([clip_rows_l2(X, row_bound), np.ones(len(X))]) / scale
+    estimators = make_estimators(
+        lam=lam, epsilon=epsilon, delta=delta, seed=seed, full_batch_epochs=full_batch_epochs
+    )
+    methods: dict[str, Any] = {}
+    for name in ESTABLISHED_METHODS:
+        est = estimators[name]
+        est.fit(S, y)
+        ledger.record(**_release_record(name, est, machine))
+        w = est.coef_ / scale
+        methods[name] = {
+            "coef": w[:-1].tolist(),
+            "intercept": float(w[-1]),
+            "privacy": _jsonable(est.privacy_),
+        }
+    return {
+        "rows": int(len(X)),
+        "lambda": lam,
+        "row_bound": float(row_bound),
+        "methods": methods,
+        "not_run": {"ADMM-objP": "no established guarantee: never run on private rows"},
+    }
 
 
 def run_rdp_admm_baselines(
@@ -164,16 +239,7 @@ def run_rdp_admm_baselines(
     for name, est in estimators.items():
         est.fit(Xtr, ytr)
         info = est.privacy_
-        sampling = info.get("sampling") if info.get("sampling") in ("fixed", "poisson") else None
-        record = {
-            "event": est.privacy_event_,
-            "label": f"rdp_admm baseline {name}: coef_",
-            "relation": info["relation"],
-            "protects": "one training row",
-            "machine": None,
-            "guarantee": info.get("guarantee", info.get("guarantee_caveat")),
-            "sampling": sampling,
-        }
+        record = _release_record(name, est, None)
         if ledger is not None:
             ledger.record(**record)
         if info.get("private"):
