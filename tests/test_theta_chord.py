@@ -1,132 +1,191 @@
-"""The theta step on a kept Newton matrix (steps.ChordNewton), the default for tall shards."""
+"""The Newton theta step on kept matrices (theta.NewtonThetaStep, theta.KeptMatrices): the
+default for tall shards, a block of machines at a time."""
 
 from __future__ import annotations
 
+import copy
+
+import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.decentralized import steps
-from dpnet.decentralized.steps import (
-    ChordNewton,
-    DescentPoint,
-    LocalData,
-    NewtonAnchor,
-    theta_gradient,
-    theta_step_newton,
-)
-from dpnet.losses.margin import Logistic, UnbiasedLogistic
+from dpnet.decentralized.admm import ADMMConfig, run_block
+from dpnet.decentralized.block import ArrayBlock
+from dpnet.decentralized.stacked import StackedShards
+from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices, NewtonThetaStep
+from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
+from tests.reference import plain_newton_theta_step, theta_subproblem_gradient
 
 
-def _rounds(n: int, p: int, k: int, seed: int = 0):  # noqa: ANN202
-    """A shard and k theta-step inputs whose centre drifts as an ADMM run's does."""
-    rng = np.random.default_rng(seed)
+def _shard(n: int, p: int, n_total: int, loss: MarginLoss, rng: np.random.Generator) -> LocalData:
     X = np.hstack([rng.standard_normal((n, p)), np.ones((n, 1))])
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
-    z0 = rng.standard_normal((3, p + 1))
-    drift = rng.standard_normal((3, p + 1))
-    inputs = [(z0 + drift * 0.5**r, 0.01 * drift * 0.5**r) for r in range(k)]
-    return X, y, inputs
+    return LocalData(X, y, n_total, loss)
+
+
+def _rounds(
+    n: int, p: int, k: int, seed: int = 0, loss: MarginLoss | None = None
+) -> tuple[LocalData, list[np.ndarray]]:
+    """A shard and k theta-step centres that drift as an ADMM run's do."""
+    rng = np.random.default_rng(seed)
+    data = _shard(n, p, 4 * n, loss or Logistic(), rng)
+    m0, drift = rng.standard_normal(p + 1), rng.standard_normal(p + 1)
+    return data, [m0 + drift * 0.5**r for r in range(k)]
+
+
+def _fresh(data: StackedShards) -> NewtonThetaStep:
+    """A block's Newton step from theta = 0, no kept matrix."""
+    return NewtonThetaStep(
+        data, np.zeros((data.X.shape[0], data.X.shape[2])), NO_ANCHORS, NO_ANCHORS
+    )
 
 
 def _count_forms(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Newton matrices formed (one per machine of each KeptMatrices.form call) from now on."""
     count = [0]
-    form = ChordNewton._form
+    form = KeptMatrices.form
 
-    def counted(self: ChordNewton, theta: np.ndarray, rho: float) -> NewtonAnchor:
-        count[0] += 1
-        return form(self, theta, rho)
+    def counted(self, data, idx, theta, rho) -> None:  # noqa: ANN001
+        count[0] += len(idx)
+        form(self, data, idx, theta, rho)
 
-    monkeypatch.setattr(ChordNewton, "_form", counted)
+    monkeypatch.setattr(KeptMatrices, "form", counted)
     return count
 
 
 @pytest.mark.parametrize("loss", [Logistic(), UnbiasedLogistic(0.75)])
-def test_every_round_reaches_the_newton_solution(loss, monkeypatch) -> None:  # noqa: ANN001
-    """Same tolerance as Newton, fewer matrices: over 20 drifting rounds the chord steps end
-    where the Newton steps do (gradient norm <= 1e-12 each), forming under a third of the
-    matrices Newton forms (two or more per round; measured 14 against 49: at this tolerance
-    most solves take more than CHORD_STEPS steps)."""
-    X, y, inputs = _rounds(400, 12, 20)
-    data = LocalData(X, y, 1600, loss)
+def test_every_round_reaches_the_newton_solution(loss: MarginLoss, monkeypatch) -> None:  # noqa: ANN001
+    """Same tolerance as Newton, fewer matrices: over 20 drifting rounds the kept-matrix
+    steps end where plain Newton (a matrix formed at every iteration, tests/reference.py)
+    does, gradient norm <= 1e-12 each, forming under a third of the matrices Newton forms
+    (two or more per round; at this tolerance most solves take more than CHORD_STEPS
+    steps)."""
+    data, centers = _rounds(400, 12, 20, loss=loss)
+    rho = 0.15
     forms = _count_forms(monkeypatch)
-    newton_forms = [0]
-    direction = steps.newton_direction
-
-    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        newton_forms[0] += 1
-        return direction(*args, **kwargs)
-
-    monkeypatch.setattr(steps, "newton_direction", counted)
-    chord, theta_c, theta_n, c = ChordNewton(data, None), np.zeros(13), np.zeros(13), 0.05
-    for z_nbhd, v_in in inputs:
-        theta_c, loss_c, _ = chord(z_nbhd, v_in, theta_c, c)
-        theta_n, loss_n, _ = theta_step_newton(data, z_nbhd, v_in, theta_n, c)
-        assert np.linalg.norm(theta_gradient(data, z_nbhd, v_in, theta_c, c)) <= 1e-11
-        assert np.abs(theta_c - theta_n).max() <= 1e-10
-        assert loss_c == pytest.approx(loss.value(y * (X @ theta_c)).sum() / 1600, rel=1e-13)
-    assert 3 * forms[0] < newton_forms[0]
+    step = _fresh(StackedShards.one(data))
+    theta, theta_n, newton_forms = np.zeros(13), np.zeros(13), 0
+    for center in centers:
+        solved = step(center[None], np.array([rho]), theta[None], tol=1e-12)
+        theta = solved.theta[0]
+        theta_n, formed = plain_newton_theta_step(data, center, rho, theta_n, tol=1e-12)
+        newton_forms += formed
+        grad = theta_subproblem_gradient(data, center, rho, theta)
+        assert np.linalg.norm(grad) <= 1e-11
+        assert solved.error[0] <= 1e-12  # what the step says it reached
+        assert np.abs(theta - theta_n).max() <= 1e-10
+        value = loss.value(data.y * (data.X_aug @ theta)).sum() / data.n_total
+        assert solved.loss is not None and solved.loss[0] == pytest.approx(value, rel=1e-13)
+    assert newton_forms >= 2 * len(centers)
+    assert 3 * forms[0] < newton_forms
 
 
 def test_a_new_penalty_shifts_the_kept_matrix(monkeypatch) -> None:  # noqa: ANN001
     """Residual balancing's change of c keeps the anchor theta_a: the kept data part is
-    shifted by the new rho and factorized again, bitwise the factor a resumed run rebuilds
-    from (theta_a, rho); the first step after the change is taken on it, without a new data
+    shifted by the new rho and inverted again, bitwise the matrix a resumed block rebuilds
+    from (theta_a, rho); the first step after the change is taken on it, without a new
     matrix, and the solve still reaches the tolerance."""
-    X, y, inputs = _rounds(200, 6, 2)
-    data = LocalData(X, y, 800)
-    chord = ChordNewton(data, None)
-    theta, *_ = chord(*inputs[0], np.zeros(7), 0.05)
-    assert chord.anchor is not None and chord.anchor.rho == 0.05 * 3
-    theta_a = chord.anchor.theta.copy()
+    data, centers = _rounds(200, 6, 2)
+    stacked = StackedShards.one(data)
+    step = _fresh(stacked)
+    theta = step(centers[0][None], np.array([0.05 * 3]), np.zeros((1, 7))).theta
+    kept = step.kept
+    assert kept.kept[0] and kept.rho[0] == 0.05 * 3
+    theta_a = kept.anchor.copy()
     forms = _count_forms(monkeypatch)
-    chord(*inputs[1], theta, 0.1, max_iter=0)  # the shift alone: no step taken
-    shifted = chord.anchor
-    assert forms[0] == 0 and np.array_equal(shifted.theta, theta_a) and shifted.rho == 0.1 * 3
-    rebuilt = ChordNewton(data, None)._form(theta_a, 0.1 * 3)
-    assert np.array_equal(shifted.factor, rebuilt.factor)
-    chord(*inputs[1], theta, 0.1, max_iter=1)  # one step: on the shifted matrix
-    assert forms[0] == 1  # the rebuilt one above
-    theta_c, *_ = chord(*inputs[1], theta, 0.1)
-    assert np.linalg.norm(theta_gradient(data, *inputs[1], theta_c, 0.1)) <= 1e-11
+    new_rho = np.array([0.1 * 3])
+    unmoved = step(centers[1][None], new_rho, theta, max_iter=0)  # the shift alone: no step
+    assert np.array_equal(unmoved.theta, theta)
+    assert forms[0] == 0 and np.array_equal(kept.anchor, theta_a) and kept.rho[0] == 0.1 * 3
+    stored = kept.anchors()
+    assert np.array_equal(stored, np.column_stack([theta_a, new_rho]))
+    rebuilt = NewtonThetaStep(stacked, theta, stored, NO_ANCHORS)
+    assert forms[0] == 1  # the rebuilt one
+    assert np.array_equal(kept.inverse, rebuilt.kept.inverse)
+    assert np.array_equal(kept.gram, rebuilt.kept.gram)
+    center = centers[1][None]
+    one = step(center, new_rho, theta, max_iter=1)  # one step: on the shifted matrix
+    assert forms[0] == 1 and np.array_equal(kept.anchor, theta_a)
+    before = np.linalg.norm(theta_subproblem_gradient(data, center[0], new_rho[0], theta[0]))
+    after = np.linalg.norm(theta_subproblem_gradient(data, center[0], new_rho[0], one.theta[0]))
+    assert after < before
+    solved = step(center, new_rho, theta)
+    grad = theta_subproblem_gradient(data, center[0], new_rho[0], solved.theta[0])
+    assert np.linalg.norm(grad) <= 1e-11
+
+
+def _mixed_block(seed: int = 4) -> StackedShards:
+    """Two tall shards of unequal sizes (padded, masked) and a wide one (no kept matrix)."""
+    rng = np.random.default_rng(seed)
+    sizes, p = (300, 250, 6), 8
+    return StackedShards.stack([_shard(n, p, 900, Logistic(), rng) for n in sizes])
 
 
 def test_a_stored_anchor_goes_on_bitwise() -> None:
-    """The loop state stores (theta_a, rho_a) and the last point's margins only; the
-    factor and the loss derivatives rebuilt from them are the same, so a resumed run takes
-    bitwise the steps of the uninterrupted one."""
-    X, y, inputs = _rounds(300, 8, 6, seed=4)
-    data = LocalData(X, y, 900)
-    chord, theta = ChordNewton(data, None), np.zeros(9)
-    for z_nbhd, v_in in inputs[:3]:
-        theta, *_ = chord(z_nbhd, v_in, theta, 0.05)
-    assert chord.anchor is not None
-    assert chord.point is not None and np.array_equal(chord.point.theta, theta)
-    resumed = ChordNewton(
-        data,
-        NewtonAnchor.from_array(chord.anchor.as_array()),
-        DescentPoint.at(data, theta, chord.point.margin.copy()),
-    )
-    assert resumed.anchor is not None and resumed.anchor.factor is None
+    """The loop state stores (theta_a, rho_a) of every machine and the last point's margins
+    only (NaN rows where no matrix is kept: the wide machine); the matrices and the loss
+    derivatives rebuilt from them are the same, so a restored block takes bitwise the steps
+    of the uninterrupted one, through a change of rho too."""
+    data = _mixed_block()
+    assert list(KeptMatrices.none(data).tall) == [True, True, False]
+    rng = np.random.default_rng(5)
+    drift = rng.standard_normal((3, 9))
+    centers = [drift * 0.5**r for r in range(7)]
+    rhos = [np.array([0.15, 0.1, 0.2])] * 5 + [np.array([0.3, 0.2, 0.4])] * 2
+    step = _fresh(data)
+    assert step.state()[0].size == 0  # nothing kept before the first step
+    theta = np.zeros((3, 9))
+    for center, rho in zip(centers[:3], rhos[:3], strict=True):
+        theta = step(center, rho, theta).theta
+    anchors, margins = step.state()
+    assert anchors.shape == (3, 10)
+    assert np.isfinite(anchors[:2]).all() and np.isnan(anchors[2]).all()
+    resumed = NewtonThetaStep(data, theta.copy(), anchors.copy(), margins.copy())
     theta_r = theta.copy()
-    for z_nbhd, v_in in inputs[3:]:
-        theta, loss, _ = chord(z_nbhd, v_in, theta, 0.05)
-        theta_r, loss_r, _ = resumed(z_nbhd, v_in, theta_r, 0.05)
-        assert np.array_equal(theta, theta_r) and loss == loss_r
-    assert NewtonAnchor.from_array(np.empty(0)) is None
+    tol = np.array([1e-12, 1e-9, 1e-10])  # per machine, as the round loop's theta_tol
+    for center, rho in zip(centers[3:], rhos[3:], strict=True):
+        solved = step(center, rho, theta, tol=tol)
+        solved_r = resumed(center, rho, theta_r, tol=tol)
+        theta, theta_r = solved.theta, solved_r.theta
+        assert np.array_equal(theta, theta_r)
+        assert np.array_equal(solved.loss, solved_r.loss)
+        assert np.array_equal(solved.error, solved_r.error)
+        assert (solved.error <= tol).all()
 
 
-def test_a_non_finite_matrix_gives_a_non_finite_step() -> None:
-    """Features of 1e200 overflow H: the step is NaN (the stop rule's 'non-finite'), never
-    a finite step computed from an infinite matrix."""
-    X, y, inputs = _rounds(50, 3, 1)
-    X[:, 0] *= 1e200
+def test_a_resumed_round_loop_goes_on_bitwise() -> None:
+    """run_block from the LoopState of round 12 (anchors, margins and theta_tol included)
+    ends bitwise where the uninterrupted run does, machines with and without kept
+    matrices in one block."""
+    data = _mixed_block(seed=6)
+    graph = nx.path_graph(3)
+    groups = GroupStructure(np.arange(9), np.arange(8), np.full(8, 0.01))
+    config = ADMMConfig(lam=0.06, max_rounds=30, tol=1e-14)
+    saved: list = []
+
+    def keep(state) -> None:  # noqa: ANN001
+        if state.round == 12:
+            saved.append(copy.deepcopy(state))
+
+    whole = run_block(ArrayBlock(graph), data, groups, config, graph, on_round=keep)
+    assert whole.rounds == 30 and len(saved) == 1
+    assert saved[0].newton_anchor.shape == (3, 10) and saved[0].theta_margins.size
+    resumed = run_block(ArrayBlock(graph), data, groups, config, graph, start_state=saved[0])
+    assert resumed.rounds == 30 and resumed.start_round == 12
+    assert np.array_equal(whole.theta, resumed.theta) and np.array_equal(whole.z, resumed.z)
+    assert np.array_equal(whole.local_objective, resumed.local_objective)
+
+
+@pytest.mark.parametrize(("n", "p"), [(50, 3), (2, 3)])
+def test_a_non_finite_matrix_gives_a_non_finite_step(n: int, p: int) -> None:
+    """Features of 1e200 overflow H (tall: the kept matrix; wide: the Woodbury system): the
+    step is NaN (the stop rule's 'non-finite'), never a finite step computed from an
+    infinite matrix."""
+    data, centers = _rounds(n, p, 1)
+    data.X_aug[:, 0] *= 1e200
     with np.errstate(all="ignore"):
-        theta, *_ = ChordNewton(LocalData(X, y, 50), None)(*inputs[0], np.zeros(4), 0.05)
-    assert not np.isfinite(theta).all()
-
-
-def test_the_refresh_rule_is_the_one_the_simulator_reads() -> None:
-    from dpnet.decentralized import batched
-
-    assert batched.CHORD_CONTRACTION is steps.CHORD_CONTRACTION
-    assert batched.CHORD_STEPS is steps.CHORD_STEPS
+        solved = _fresh(StackedShards.one(data))(
+            centers[0][None], np.array([0.15]), np.zeros((1, p + 1))
+        )
+    assert not np.isfinite(solved.theta).all()

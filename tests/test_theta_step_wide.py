@@ -1,9 +1,8 @@
-"""The Woodbury theta step for wide shards (n_j < p + 1) against the dense Newton step, and the
-full ADMM on wide data against skglm's optimum with either Newton system."""
+"""The Woodbury theta step for wide shards (n_j < p + 1) against the dense system and the exact
+minimiser, and the full ADMM on wide data against skglm's optimum on every backend."""
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import networkx as nx
@@ -11,18 +10,25 @@ import numpy as np
 import pytest
 
 from dpnet.decentralized import admm
-from dpnet.decentralized.steps import (
-    GroupStructure,
-    LocalData,
-    newton_direction,
-    newton_system_kind,
-    theta_step_newton,
-    theta_update_newton,
+from dpnet.decentralized.batched import run_batched
+from dpnet.decentralized.stacked import StackedShards
+from dpnet.decentralized.steps import GroupStructure, LocalData
+from dpnet.decentralized.theta import (
+    NO_ANCHORS,
+    KeptMatrices,
+    NewtonThetaStep,
+    woodbury_direction,
 )
 from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.penalties.group import groups_from_labels
-from tests.reference import group_logistic_objective, group_logistic_optimum
+from tests.reference import (
+    exact_theta_step,
+    group_logistic_objective,
+    group_logistic_optimum,
+    plain_newton_theta_step,
+    theta_subproblem_gradient,
+)
 
 
 def _wide(
@@ -41,16 +47,47 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-def test_newton_system_kind():
-    assert newton_system_kind(20, 5001) == "woodbury"
-    assert newton_system_kind(400, 401) == "woodbury"  # p = 400 features + intercept
-    assert newton_system_kind(401, 401) == "dense"
-    assert newton_system_kind(399, 400) == "woodbury"
-    assert newton_system_kind(0, 7) == "woodbury"
+def _newton(data: LocalData, center: np.ndarray, rho: float, theta0: np.ndarray):  # noqa: ANN202
+    """One machine's Newton theta step (a block of one) from theta0."""
+    step = NewtonThetaStep(StackedShards.one(data), theta0[None], NO_ANCHORS, NO_ANCHORS)
+    return step, step(center[None], np.array([rho]), theta0[None])
+
+
+def _assert_minimises(data: LocalData, center, rho: float, theta, exact) -> None:  # noqa: ANN001
+    """theta is the subproblem's minimiser to what its gradient allows: the subproblem is
+    rho-strongly convex, so ||theta - theta*|| <= ||g(theta)|| / rho, against an exact
+    minimiser of gradient norm <= 1e-12 (tests/reference.py, scipy's trust-ncg)."""
+    grad = np.linalg.norm(theta_subproblem_gradient(data, center, rho, theta))
+    grad_exact = np.linalg.norm(theta_subproblem_gradient(data, center, rho, exact))
+    assert grad_exact <= 1e-12
+    assert np.linalg.norm(theta - exact) <= (grad + grad_exact) / rho * (1 + 1e-6) + 1e-15
+    assert _rel(theta, exact) < 1e-9
+
+
+def test_which_machines_keep_a_matrix() -> None:
+    """A machine with n_j >= p + 1 rows keeps its Newton matrix, one with fewer (none at all
+    included) solves by Woodbury; in one block the step reaches every machine's exact
+    minimiser (a machine without rows: the centre itself, H = rho I)."""
+    rng = np.random.default_rng(2)
+    dim = 41
+    shards = [_wide(rng, n=n, p=dim - 1) for n in (40, 41, 42, 0)]
+    shards = [LocalData(s.X_aug, s.y, 200) for s in shards]
+    data = StackedShards.stack(shards)
+    assert list(KeptMatrices.none(data).tall) == [False, True, True, False]
+    assert not KeptMatrices.none(StackedShards.one(_wide(rng, n=20, p=5000))).tall[0]
+    center = 0.1 * rng.standard_normal((4, dim))
+    rho = np.array([0.05, 0.1, 0.15, 0.2])
+    step = NewtonThetaStep(data, np.zeros((4, dim)), NO_ANCHORS, NO_ANCHORS)
+    solved = step(center, rho, np.zeros((4, dim)))
+    assert list(step.kept.kept) == [False, True, True, False]
+    for j, shard in enumerate(shards):
+        exact = exact_theta_step(shard, center[j], rho[j])
+        _assert_minimises(shard, center[j], rho[j], solved.theta[j], exact)
+    assert np.allclose(solved.theta[3], center[3], rtol=1e-15, atol=0.0)
 
 
 @pytest.mark.parametrize("rho", [1e-3, 0.05, 3.0])
-def test_woodbury_direction_solves_the_dense_system(rho):
+def test_woodbury_direction_solves_the_dense_system(rho: float) -> None:
     """H^{-1} g by Woodbury == np.linalg.solve on the explicitly formed H, weights with zeros."""
     rng = np.random.default_rng(1)
     n, dim = 25, 200
@@ -61,12 +98,14 @@ def test_woodbury_direction_solves_the_dense_system(rho):
     g = rng.standard_normal(dim)
     hess = X.T @ np.diag(weights) @ X + rho * np.eye(dim)
     ref = np.linalg.solve(hess, g)
-    step = newton_direction(X, weights, rho, g, "woodbury")
+    step = woodbury_direction(X, weights, rho, g, X @ X.T)
     assert _rel(step, ref) < 1e-10
-    assert np.array_equal(step, newton_direction(X, weights, rho, g, "woodbury", X @ X.T))
-    assert _rel(newton_direction(X, weights, rho, g, "dense"), ref) < 1e-10
     # no rows at all: H = rho I
-    assert np.allclose(newton_direction(X[:0], weights[:0], rho, g, "woodbury"), g / rho)
+    assert np.allclose(woodbury_direction(X[:0], weights[:0], rho, g, np.empty((0, 0))), g / rho)
+    # a non-finite system: NaN, not a step
+    X[0, 0] = 1e200
+    with np.errstate(all="ignore"):
+        assert np.isnan(woodbury_direction(X, weights + 1.0, rho, g, X @ X.T)).all()
 
 
 @pytest.mark.parametrize(
@@ -74,77 +113,60 @@ def test_woodbury_direction_solves_the_dense_system(rho):
     [
         (Logistic(), 1.0),
         (UnbiasedLogistic(0.8), 1.0),
-        # margins of thousands: curvature underflows to 0 (slow: ~17 s on a shared 2-core
-        # machine, the other three ~3 s; the unbiased loss keeps this case in the fast loop)
-        pytest.param(Logistic(), 3000.0, marks=pytest.mark.slow),
+        # margins of thousands: curvature underflows to 0
+        (Logistic(), 3000.0),
         (UnbiasedLogistic(0.7), 3000.0),
     ],
 )
-def test_woodbury_theta_step_matches_the_dense_one(loss, scale):
+def test_newton_step_on_wide_data_is_the_exact_minimiser(loss: MarginLoss, scale: float) -> None:
+    """The Newton step on a wide shard (Woodbury, no kept matrix formed) ends at the exact
+    minimiser of its subproblem, with the loss and gradient norm it reports."""
     rng = np.random.default_rng(7)
     data = _wide(rng, scale=scale, loss=loss)
     dim = data.X_aug.shape[1]
-    c = 0.05
-    z_nbhd = rng.standard_normal((3, dim)) * 0.05
-    v_in = rng.standard_normal((3, dim)) * 0.001
+    center = (rng.standard_normal((3, dim)) * 0.05).mean(axis=0)
+    center += (rng.standard_normal((3, dim)) * 0.001).mean(axis=0) / 0.05
+    rho = 0.05 * 3
     theta0 = rng.standard_normal(dim) * 0.01
-    dense = theta_update_newton(data, z_nbhd, v_in, theta0, c, system="dense")
-    wood = theta_update_newton(data, z_nbhd, v_in, theta0, c, system="woodbury")
-    assert _rel(wood, dense) < 1e-10
-    # the automatic choice on a wide shard is the Woodbury system, bit for bit
-    assert np.array_equal(theta_update_newton(data, z_nbhd, v_in, theta0, c), wood)
+    step, solved = _newton(data, center, rho, theta0)
+    theta = solved.theta[0]
+    assert not step.kept.kept.any() and step.state()[0].size == 0
+    exact = exact_theta_step(data, center, rho, theta0)
+    _assert_minimises(data, center, rho, theta, exact)
+    grad = np.linalg.norm(theta_subproblem_gradient(data, center, rho, theta))
+    assert solved.error[0] == pytest.approx(grad, rel=1e-6, abs=1e-12)
+    value = loss.value(data.y * (data.X_aug @ theta)).sum() / data.n_total
+    assert solved.loss is not None and solved.loss[0] == pytest.approx(value, rel=1e-12)
     if scale > 1:  # D has exact zeros in the first Newton system (and, unbiased, at the end)
-        for theta in (theta0, wood) if isinstance(loss, UnbiasedLogistic) else (theta0,):
-            curvature = loss.curvature(data.y * (data.X_aug @ theta))
+        for point in (theta0, theta) if isinstance(loss, UnbiasedLogistic) else (theta0,):
+            curvature = loss.curvature(data.y * (data.X_aug @ point))
             assert np.count_nonzero(curvature == 0.0) >= 5
 
 
-def _theta_update_newton_before(data, z_nbhd, v_in, theta_prev, c, tol=1e-12, max_iter=50):
-    """Verbatim copy of the theta step before the Woodbury path (the dense reference)."""
-    d = z_nbhd.shape[0]
-    m = (z_nbhd + v_in / c).mean(axis=0)
-    rho = c * d
-    X, y, inv_n, loss = data.X_aug, data.y, 1.0 / data.n_total, data.loss
-    theta = theta_prev.copy()
-
-    def value(t):
-        return inv_n * loss.value(y * (X @ t)).sum() + 0.5 * rho * np.dot(t - m, t - m)
-
-    f = value(theta)
-    for _ in range(max_iter):
-        margin = y * (X @ theta)
-        grad = X.T @ (inv_n * y * loss.derivative(margin)) + rho * (theta - m)
-        if np.linalg.norm(grad) <= tol:
-            break
-        hess = (X.T * (inv_n * loss.curvature(margin))) @ X
-        hess[np.diag_indices_from(hess)] += rho
-        step = np.linalg.solve(hess, grad)
-        slope = grad @ step
-        if slope <= 1e-12 * max(1.0, abs(f)):
-            theta = theta - step
-            break
-        t = 1.0
-        while True:
-            cand = theta - t * step
-            f_cand = value(cand)
-            if f_cand <= f - 1e-4 * t * slope or t < 1e-10:
-                break
-            t *= 0.5
-        theta, f = cand, f_cand
-    return theta
-
-
-@pytest.mark.parametrize(("n", "p", "system"), [(80, 6, None), (40, 39, None), (20, 60, "dense")])
-def test_dense_path_is_the_old_step_to_rounding(n, p, system):
-    """The Cholesky (posv) solve and the carried margins change only the last bits."""
+@pytest.mark.parametrize(("n", "p"), [(80, 6), (40, 39), (20, 60)])
+def test_newton_step_is_plain_newton_to_rounding(n: int, p: int) -> None:
+    """Against plain dense Newton (tests/reference.py, the theta step before kept matrices and
+    Woodbury): on a wide shard the Newton iterations are the same and the Woodbury solves
+    and the carried margins change only the last bits; on a tall one the steps on kept
+    matrices take other iterates to the same gradient tolerance 1e-12, so the two ends lie
+    within what the tolerance allows (rho-strong convexity: |theta - theta*| <= |g| / rho)."""
     rng = np.random.default_rng(3)
+    rho = 0.15
     for loss in (Logistic(), UnbiasedLogistic(0.8)):
         data = _wide(rng, n=n, p=p, loss=loss)
-        z_nbhd = rng.standard_normal((3, p + 1))
-        v_in = rng.standard_normal((3, p + 1)) * 0.01
-        new = theta_update_newton(data, z_nbhd, v_in, np.zeros(p + 1), 0.05, system=system)
-        old = _theta_update_newton_before(data, z_nbhd, v_in, np.zeros(p + 1), 0.05)
-        assert np.abs(new - old).max() <= 1e-12 * max(1.0, np.abs(old).max())
+        center = (rng.standard_normal((3, p + 1)) + rng.standard_normal((3, p + 1)) / 5).mean(0)
+        step, solved = _newton(data, center, rho, np.zeros(p + 1))
+        old, _ = plain_newton_theta_step(data, center, rho, np.zeros(p + 1))
+        new = solved.theta[0]
+        gap = np.abs(new - old).max()
+        if n < p + 1:
+            assert not step.kept.kept.any()
+            assert gap <= 1e-12 * max(1.0, np.abs(old).max())
+        else:
+            assert step.kept.kept.all()
+            grads = [theta_subproblem_gradient(data, center, rho, t) for t in (new, old)]
+            assert max(np.linalg.norm(g) for g in grads) <= 1e-12
+            assert np.linalg.norm(new - old) <= sum(np.linalg.norm(g) for g in grads) / rho
 
 
 # wide ADMM problem: p = 400 features (100 groups of 4), n = 60 rows on J = 3 machines (20 each)
@@ -152,7 +174,7 @@ N, P, J, LAM = 60, 400, 3, 0.2
 
 
 @pytest.fixture(scope="module")
-def wide_problem():
+def wide_problem():  # noqa: ANN201
     rng = np.random.default_rng(1)
     X = rng.standard_normal((N, P))
     beta = np.zeros(P)
@@ -166,35 +188,34 @@ def wide_problem():
     return X, y, groups, theta_star, f_star
 
 
-def _run_wide(X, y, groups, monkeypatch, system):
-    if system is not None:
-        monkeypatch.setattr(
-            admm, "theta_step_newton", functools.partial(theta_step_newton, system=system)
-        )
+def _run_wide(X: np.ndarray, y: np.ndarray, groups: np.ndarray, backend: str) -> list[np.ndarray]:
+    """Every machine's Z and the stop reason of the ADMM on ``backend``."""
     ptr, idx = groups_from_labels(groups)
     structure = GroupStructure(ptr, idx, np.full(len(ptr) - 1, LAM / (2 * J)))
     shards = [
         LocalData(np.hstack([X[r], np.ones((len(r), 1))]), y[r], N)
         for r in np.array_split(np.arange(N), J)
     ]
+    assert not KeptMatrices.none(StackedShards.stack(shards)).tall.any()  # all wide
     graph = nx.cycle_graph(J)
     cfg = admm.ADMMConfig(lam=LAM, tol=1e-9, max_rounds=3000)
-    return run_in_process(
+    if backend == "simulated":
+        result = run_batched(shards, structure, cfg, graph)
+        return list(result.z), result.stop_reason
+    results = run_in_process(
         graph, lambda comm: admm.run_machine(comm, shards[comm.rank], structure, cfg, graph)
     )
+    assert len({r.stop_reason for r in results}) == 1
+    return [r.z for r in results], results[0].stop_reason
 
 
-@pytest.mark.parametrize("system", ["woodbury", "dense", None])
-def test_admm_on_wide_data_reaches_the_skglm_optimum(wide_problem, monkeypatch, system):
+@pytest.mark.parametrize("backend", ["threads", "simulated"])
+def test_admm_on_wide_data_reaches_the_skglm_optimum(wide_problem, backend: str) -> None:  # noqa: ANN001
     X, y, groups, theta_star, f_star = wide_problem
-    assert newton_system_kind(N // J, P + 1) == "woodbury"
-    results = _run_wide(X, y, groups, monkeypatch, system)
-    assert results[0].stop_reason == "converged"
+    zs, reason = _run_wide(X, y, groups, backend)
+    assert reason == "converged"
     assert np.count_nonzero(theta_star[:-1]) < P / 2  # a sparse optimum, not all groups
-    for r in results:
-        gap = (group_logistic_objective(X, y, groups, LAM, r.z) - f_star) / f_star
+    for z in zs:
+        gap = (group_logistic_objective(X, y, groups, LAM, z) - f_star) / f_star
         assert abs(gap) < 1e-8
-        assert np.abs(r.z - theta_star).max() < 1e-5
-    if system is None:  # the automatic choice runs the Woodbury step, bit for bit
-        forced = _run_wide(X, y, groups, monkeypatch, "woodbury")
-        assert all(np.array_equal(a.z, b.z) for a, b in zip(results, forced, strict=True))
+        assert np.abs(z - theta_star).max() < 1e-5
