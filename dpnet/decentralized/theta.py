@@ -181,13 +181,16 @@ class KeptMatrices:
 def _invert_shifted(hess: np.ndarray, rho: float, out: np.ndarray) -> None:
     """out = L + L^T for L the lower triangle of (hess + rho I)^{-1} (hess: its lower
     triangle, Fortran-ordered, overwritten), by its Cholesky factor (LAPACK dpotrf, dpotri:
-    d^3 flops against LU's 2 d^3); NaN where it is not numerically positive definite (a
-    non-finite iterate: the stop rule's). The strict upper triangle stays zero, so the
+    d^3 flops against LU's 2 d^3); NaN where it is not numerically positive definite or its
+    factor is not finite (a non-finite iterate: the stop rule's). The strict upper triangle stays zero, so the
     diagonal of ``out`` is twice the inverse's (:func:`_halve_diagonals`: exact)."""
     hess.ravel(order="K")[:: hess.shape[0] + 1] += rho  # the diagonal: a view, contiguous
     hess, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
-    if info == 0:
+    # an infinite diagonal factors "successfully" (its row of the inverse zero): refused
+    if info == 0 and np.isfinite(hess).all():
         hess, info = dpotri(hess, lower=1, overwrite_c=1)
+    else:
+        info = 1
     if info == 0:
         np.add(hess, hess.T, out=out)
     else:
