@@ -488,14 +488,13 @@ class RunConfig:
 
     def _validate_backend(self) -> None:
         """Options that cannot apply on the simulated backend (no rounds on their own
-        machines to checkpoint, no messages to wait for, the Newton step only)."""
+        machines to checkpoint, no messages to wait for)."""
         if self.backend != "simulated":
             return
         unusable = [
             ("--checkpoint", self.checkpoint is not None),
             ("--resume", self.resume is not None),
             ("--peer-timeout", self.peer_timeout != DEFAULT_PEER_TIMEOUT),
-            (f"--theta-solver {self.theta_solver}", self.theta_solver != "newton"),
         ]
         for option, given in unusable:
             if given:
@@ -512,7 +511,6 @@ class RunConfig:
             ("--cv", self.cv is not None),
             ("--checkpoint", self.checkpoint is not None),
             ("--resume", self.resume is not None),
-            (f"--theta-solver {self.theta_solver}", self.theta_solver != "newton"),
             # the record mode's theta step is its own, of fixed work (record.fixed_work)
             ("--theta-rtol", self.theta_rtol != _ADMM.theta_rtol),
         ]

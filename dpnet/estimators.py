@@ -101,9 +101,8 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     Minimises F(beta, b) = (1/n) sum_i log(1 + exp(-y_i (x_i^T beta + b)))
     + (lam/2) sum_g w_g ||beta_g||_2 with the decentralized ADMM of paper 3 (rows split evenly
     over the machines; ``backend="simulated"``: all machines as arrays in this process,
-    ``"threads"``: one thread each with real messages, the same fit to ~1e-12 and many times
-    slower; ``"auto"``: simulated for the Newton theta step, which is all it runs, threads
-    for the others; ``backend_`` says which ran).
+    ``"threads"``: one thread each with real messages, the same round loop and fit to ~1e-12,
+    many times slower; ``"auto"``: simulated; ``backend_`` says which ran).
 
     ``privacy="label"`` (default): every machine first applies randomized response with budget
     ``epsilon`` to its own labels: epsilon-label-DP under replacing one label (features are not
@@ -352,14 +351,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         default_rounds, relaxation = mode_defaults(mode.noisy_thetas)
         rounds = default_rounds if self.max_rounds is None else self.max_rounds
         noise = record_noise(mode, rounds, seed)
-        self.backend_ = self.backend
-        if self.backend == "auto":  # the simulator runs the Newton theta step only
-            self.backend_ = "simulated" if self.theta_solver == "newton" else "threads"
-        if self.backend_ == "simulated" and self.theta_solver != "newton":
-            raise ConfigError(
-                f"theta_solver={self.theta_solver!r} needs backend='threads' (the simulated "
-                "backend runs the Newton theta step)"
-            )
+        self.backend_ = "simulated" if self.backend == "auto" else self.backend
         group_labels, weights = self._group_labels(self.groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
         # each row is on one machine, each machine's guarantee is the fit's (parallel)

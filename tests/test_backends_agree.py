@@ -175,26 +175,29 @@ def test_the_estimator_gives_the_same_fit_on_both_backends():
     assert threads.privacy_ == simulated.privacy_
 
 
-@pytest.mark.parametrize(
-    ("params", "message"),
-    [
-        ({"backend": "mpi"}, "'backend' parameter .* must be a str among"),
-        ({"theta_solver": "gradient", "backend": "simulated"}, "needs backend='threads'"),
-    ],
-)
-def test_the_estimator_refuses_what_its_backend_cannot_do(params, message):
+def test_the_estimator_refuses_a_backend_it_does_not_have():
     from dpnet.estimators import DecentralizedGroupLassoLogistic
 
     X = np.random.default_rng(0).standard_normal((40, 3))
-    with pytest.raises(ValueError, match=message):
-        DecentralizedGroupLassoLogistic(**params).fit(X, np.sign(X[:, 0]))
+    with pytest.raises(ValueError, match="'backend' parameter .* must be a str among"):
+        DecentralizedGroupLassoLogistic(backend="mpi").fit(X, np.sign(X[:, 0]))
 
 
-def test_the_estimator_picks_the_simulator_for_the_newton_step_only():
+@pytest.mark.parametrize("solver", ["majorized", "gradient"])
+def test_every_theta_solver_gives_the_same_fit_on_both_backends(solver: str) -> None:
+    """The simulator runs the one round loop, every theta step included: the estimator's
+    default backend ("auto": simulated) and threads agree."""
     from dpnet.estimators import DecentralizedGroupLassoLogistic
 
     X = np.random.default_rng(0).standard_normal((60, 3))
     y = np.sign(X[:, 0] + 0.1)
-    assert DecentralizedGroupLassoLogistic().fit(X, y).backend_ == "simulated"
-    majorized = DecentralizedGroupLassoLogistic(theta_solver="majorized", max_rounds=50)
-    assert majorized.fit(X, y).backend_ == "threads"
+    fits = {
+        backend: DecentralizedGroupLassoLogistic(
+            theta_solver=solver, max_rounds=50, classes=(-1.0, 1.0), random_state=0,
+            backend=backend,
+        ).fit(X, y)
+        for backend in ("auto", "threads")
+    }  # fmt: skip
+    assert fits["auto"].backend_ == "simulated"
+    assert fits["auto"].n_iter_ == fits["threads"].n_iter_
+    np.testing.assert_allclose(fits["auto"].coef_, fits["threads"].coef_, rtol=0, atol=1e-12)

@@ -93,7 +93,6 @@ def test_backend_simulated_in_several_mpi_ranks_is_refused():
         ["--checkpoint", "ck"],
         ["--resume", "ck"],
         ["--peer-timeout", "5"],
-        ["--theta-solver", "gradient"],
     ],
 )
 def test_options_the_simulator_cannot_apply_are_refused(tmp_path, option):

@@ -54,7 +54,6 @@ from dpnet.network.topology import laplacian_extremes
 # residual balancing stops near the tolerance: there the residuals sit at rounding noise and a
 # change of c only restarts the transient
 ADAPT_FLOOR = 100.0
-STALL_SECONDS = 3600.0
 BALANCING, DESCENT = 0.0, 1.0  # the rule of a change of c: LoopState.penalty_changes[:, 2]
 CHANGE_RULES = {BALANCING: "balancing", DESCENT: "descent"}
 NO_CHANGES = np.empty((0, 3))  # LoopState.penalty_changes before the first change
@@ -616,7 +615,7 @@ def run_block(
                 and config.stall_at[1] == t
                 and config.stall_at[0] in ranks
             ):
-                time.sleep(STALL_SECONDS)  # a hung machine: its neighbours' deadlines end the job
+                block.stall()
             z_prev = z
             z = z_update(theta_nbhd, v_out, z_prev, c, groups, edges, config.alpha_z)
             step_clock.lap("z_step")

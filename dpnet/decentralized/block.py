@@ -37,6 +37,7 @@ from dpnet.errors import MachineFailure
 from dpnet.network.comm import Communicator
 
 FLOAT_BYTES = 8
+STALL_SECONDS = 3600.0  # an injected stall (fault tests): longer than any peer deadline
 EDGE_SUM_UNROLL = 8  # rows of at most this many edges: summed by gathers, not reduceat
 
 
@@ -175,6 +176,9 @@ class Block(Protocol):
     def fault(self, rank: int, round_: int) -> Exception:
         """What an injected fault of machine ``rank`` in ``round_`` raises."""
 
+    def stall(self) -> None:
+        """An injected stall: a hung machine, which its neighbours' deadlines end."""
+
 
 class TreeStatistics:
     """:class:`~dpnet.decentralized.termination.TreeAggregator` of a block of one: its part of
@@ -280,6 +284,9 @@ class CommBlock:
     def fault(self, rank: int, round_: int) -> Exception:
         return RuntimeError(f"injected fault on machine {rank} in round {round_}")
 
+    def stall(self) -> None:
+        time.sleep(STALL_SECONDS)
+
 
 class ArrayBlock:
     """Every machine of the network in one process, as arrays (the simulator)."""
@@ -314,6 +321,9 @@ class ArrayBlock:
         return MachineFailure(
             rank, RuntimeError(f"injected fault on machine {rank} in round {round_}")
         )
+
+    def stall(self) -> None:
+        """Nothing: no machine waits on another's messages in one process."""
 
 
 def tree_sum(graph: nx.Graph, values: np.ndarray) -> np.ndarray:

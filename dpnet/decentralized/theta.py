@@ -182,8 +182,9 @@ def _invert_shifted(hess: np.ndarray, rho: float, out: np.ndarray) -> None:
     """out = L + L^T for L the lower triangle of (hess + rho I)^{-1} (hess: its lower
     triangle, Fortran-ordered, overwritten), by its Cholesky factor (LAPACK dpotrf, dpotri:
     d^3 flops against LU's 2 d^3); NaN where it is not numerically positive definite or its
-    factor is not finite (a non-finite iterate: the stop rule's). The strict upper triangle stays zero, so the
-    diagonal of ``out`` is twice the inverse's (:func:`_halve_diagonals`: exact)."""
+    factor is not finite (a non-finite iterate: the stop rule's). The strict upper triangle
+    stays zero, so the diagonal of ``out`` is twice the inverse's (:func:`_halve_diagonals`:
+    exact)."""
     hess.ravel(order="K")[:: hess.shape[0] + 1] += rho  # the diagonal: a view, contiguous
     hess, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
     # an infinite diagonal factors "successfully" (its row of the inverse zero): refused
