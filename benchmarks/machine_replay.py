@@ -45,8 +45,7 @@ from benchmarks.flop_count import FlopCounts, counting_flops
 from benchmarks.scaling import job_argv
 from dpnet.config import parse_config
 from dpnet.decentralized.admm import MachineResult, run_machine
-from dpnet.decentralized.all_machines import randomize_all
-from dpnet.decentralized.machine import local_problem
+from dpnet.decentralized.machine import local_problem, randomize_all
 from dpnet.job import admm_config
 from dpnet.network.comm import Communicator, TrafficStats
 from dpnet.network.inprocess import run_in_process

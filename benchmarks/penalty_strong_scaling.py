@@ -191,7 +191,7 @@ def f_star(argv: list[str]) -> tuple[float, Curvature, int]:
     config = parse_config(argv)
     train = prepare_problem(config, 1).shards
     assert train is not None
-    assert train[0].column_shift is not None  # the fit centres the columns (label privacy)
+    assert train[0].columns is not None  # the fit centres the columns (label privacy)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fstar = reference_value(train[0].X, train[0].y_raw, train[0].group_labels, config.lam)

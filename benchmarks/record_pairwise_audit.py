@@ -10,11 +10,12 @@ as an empirical lower bound (what these attacks learn, not what every attack cou
   c fixed as under ``--privacy record``), T rounds, on the simulator (:func:`run_batched`:
   the real release path, every machine's own noise streams);
 - the views are **reconstructed from the simulator's per-round state exactly as the round
-  loop sends them** (the simulator has no message hook): the simulator's ``private_thetas``
-  and :func:`z_update_batched` are wrapped (called through, whatever they compute) to keep every
-  round's released thetas, their centres and penalties, and the Z's; the stop statistics are
-  what :func:`dpnet.decentralized.admm.run_machine` computes from them (released loss
-  withheld + group penalty, scaled residual, primal, dual, ||theta||), passed through one
+  loop sends them** (the simulator has no message hook): the round loop's
+  (:func:`dpnet.decentralized.admm.run_block`'s) ``private_thetas`` and :func:`z_update` are
+  wrapped (called through, whatever they compute) to keep every round's released thetas,
+  their centres and penalties, and the Z's; the stop statistics are what the round loop
+  computes from them (released loss withheld + group penalty, scaled residual, primal, dual,
+  ||theta||), passed through one
   :class:`TreeAggregator` per machine, outgoing before receive, as in the round loop.
   tests/test_record_pairwise_audit.py checks these views against the buffers the real round
   loop (threads) receives, to the simulator's rounding (relative 1e-7);
@@ -67,11 +68,20 @@ from scipy.optimize import brentq
 
 from benchmarks.common import OUT_DIR, md_table, write_csv
 from dpnet.audit import audit_epsilon
-from dpnet.decentralized import batched
-from dpnet.decentralized.admm import ADMMConfig, released_loss
-from dpnet.decentralized.batched import EdgeIndex, StackedShards, run_batched
+from dpnet.decentralized import admm
+from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.batched import run_batched
+from dpnet.decentralized.block import BlockEdges
 from dpnet.decentralized.record import RECORD_RELAXATION, RecordNoise
-from dpnet.decentralized.steps import GroupStructure, LocalData, residuals, scaled_residual
+from dpnet.decentralized.stacked import StackedShards
+from dpnet.decentralized.steps import (
+    GroupStructure,
+    LocalData,
+    local_objective,
+    residuals,
+    scaled_residual,
+    z_update,
+)
 from dpnet.decentralized.termination import MESSAGE_SIZE, N_STATS, TreeAggregator, tree_plan
 from dpnet.losses.margin import Logistic
 from dpnet.privacy.gaussian import composed_gaussian_delta, composed_gaussian_multiplier
@@ -80,6 +90,7 @@ from tests.record_attack import theta_likelihood_ratio
 R, DIM, ROWS, J, DELTA = 3.0, 3, 8, 4, 1e-5
 U = J - 1  # the machine whose record differs
 GRAPH = nx.path_graph(J)
+EDGES = BlockEdges.of(GRAPH)  # every machine's closed neighbourhood, as the simulator's
 GROUPS = GroupStructure(np.arange(DIM + 1), np.arange(DIM), np.full(DIM, 0.01 / (2 * J)))
 COLUMN_GROUP = np.empty(DIM, dtype=np.int64)  # the group of every penalised column
 COLUMN_GROUP[GROUPS.grp_indices] = np.repeat(np.arange(DIM), np.diff(GROUPS.grp_ptr))
@@ -110,6 +121,12 @@ def shards_of(truth: int) -> list[LocalData]:
     return [*others[:U], pair[truth], *others[U:]]
 
 
+def released_loss(config: ADMMConfig, data: LocalData, theta: np.ndarray) -> float:
+    """f_j(theta) in the stop statistics, or 0 under record-level privacy (withheld: the
+    round loop's objective is then the group penalty alone)."""
+    return local_objective(data, theta) if config.record is None else 0.0
+
+
 def admm_config(noise: RecordNoise, rounds: int) -> ADMMConfig:
     """The record-private ADMM of the CLI (its relaxation, c fixed), exactly ``rounds``
     rounds (no stop by tolerance)."""
@@ -129,14 +146,14 @@ class Transcript:
 
     @property
     def c(self) -> float:
-        return float(self.rho[0, 0] / EdgeIndex.from_graph(GRAPH).degree[0])
+        return float(self.rho[0, 0] / EDGES.degree[0])
 
 
 def run_once(shards: list[LocalData], config: ADMMConfig) -> Transcript:
     """The simulator's run, its per-round state kept by wrapping (and calling through) the
     theta release and the Z step."""
     rows: dict[str, list[np.ndarray]] = {"theta": [], "center": [], "rho": [], "z": []}
-    real_release, real_z = batched.private_thetas, batched.z_update_batched
+    real_release, real_z = admm.private_thetas, admm.z_update
 
     def release(noise, data, center, rho, round_, ranks):
         out = real_release(noise, data, center, rho, round_, ranks)
@@ -150,17 +167,18 @@ def run_once(shards: list[LocalData], config: ADMMConfig) -> Transcript:
         rows["z"].append(out.copy())
         return out
 
-    batched.private_thetas, batched.z_update_batched = release, z_step
+    admm.private_thetas, admm.z_update = release, z_step
     try:
         run_batched(shards, GROUPS, config, GRAPH)
     finally:
-        batched.private_thetas, batched.z_update_batched = real_release, real_z
+        admm.private_thetas, admm.z_update = real_release, real_z
     return Transcript(*(np.stack(rows[k]) for k in ("theta", "center", "rho", "z")))
 
 
 def stop_messages(tr: Transcript, shards: list[LocalData], config: ADMMConfig) -> np.ndarray:
     """(T, J, MESSAGE_SIZE): the stop-statistics part of the theta message every machine
-    sends in every round, as :func:`run_machine` forms it from its state."""
+    sends in every round, as the round loop (:func:`~dpnet.decentralized.admm.run_block`)
+    forms it from its state."""
     T, n_mach, _ = tr.theta.shape
     nbrs = [sorted(GRAPH.neighbors(j)) for j in range(n_mach)]
     aggs = [TreeAggregator(tree_plan(GRAPH, j), nbrs[j]) for j in range(n_mach)]
@@ -169,18 +187,17 @@ def stop_messages(tr: Transcript, shards: list[LocalData], config: ADMMConfig) -
     for t in range(T):
         for j in range(n_mach):
             aggs[j].outgoing(out=out[t, j])
+        z_prev = tr.z[t - 1] if t else np.zeros_like(tr.z[t])
+        primal, dual = residuals(tr.z[t], z_prev, tr.theta[t, EDGES.col], c, EDGES)
         for j in range(n_mach):
             theta = tr.theta[t, j]
-            nbhd = tr.theta[t, sorted([j, *nbrs[j]])]
-            z_prev = tr.z[t - 1, j] if t else np.zeros_like(theta)
-            primal, dual = residuals(tr.z[t, j], z_prev, nbhd, c)
             norm = float(np.sqrt(theta @ theta))
             own = np.array(
                 [
                     released_loss(config, shards[j], theta) + float(GROUPS.penalty(theta[:-1])),
-                    scaled_residual(primal, dual, c, norm, 0.0),
-                    primal,
-                    dual,
+                    scaled_residual(float(primal[j]), float(dual[j]), c, norm, 0.0),
+                    primal[j],
+                    dual[j],
                     norm,
                 ]
             )
@@ -248,14 +265,15 @@ def rebuild_through(w: int, z_w: np.ndarray, known: np.ndarray, c: float) -> np.
 def replay_centers(theta_known: np.ndarray, c: float) -> np.ndarray:
     """Every machine's theta-step centre in every round, replayed from thetas (T, J, dim):
     NaN where a machine's theta is not known, so a finite centre used only known thetas."""
-    edges = EdgeIndex.from_graph(GRAPH)
+    edges = EDGES
+    assert edges.rev is not None  # the whole network's edges
     T, n_mach, dim = theta_known.shape
     a = RECORD_RELAXATION
     theta, z, V = np.zeros((n_mach, dim)), np.zeros((n_mach, dim)), np.zeros((len(edges.col), dim))
     centers = np.empty_like(theta_known)
     with np.errstate(invalid="ignore"):
         for t in range(T):
-            z = batched.z_update_batched(theta, V, z, c, GROUPS, edges)
+            z = z_update(theta[edges.col], V, z, c, GROUPS, edges)
             z_edge = a * z[edges.row] + (1 - a) * theta[edges.col]
             centers[t] = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
             theta = theta_known[t]

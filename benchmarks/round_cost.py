@@ -22,6 +22,7 @@ from pathlib import Path
 
 import networkx as nx
 import numpy as np
+from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dposv
 from threadpoolctl import threadpool_limits
 
@@ -29,7 +30,6 @@ from dpnet.config import parse_config
 from dpnet.decentralized.admm import ADMMConfig, MachineResult, run_machine
 from dpnet.decentralized.boundary import cross_boundary
 from dpnet.decentralized.machine import local_problem
-from dpnet.decentralized.steps import weighted_gram
 from dpnet.network.inprocess import run_in_process
 from dpnet.setup import prepare_problem
 
@@ -38,8 +38,10 @@ OUT = Path(__file__).resolve().parent / "out" / "round_cost.csv"
 
 def hessian_and_solve(X: np.ndarray, weights: np.ndarray, rho: float, grad: np.ndarray) -> None:
     """One Newton system of the shard: (X^T diag(weights) X + rho I) s = grad, H's upper
-    triangle by one symmetric product (BLAS dsyrk, half a general product's flops)."""
-    hess = weighted_gram(X, np.sqrt(weights))
+    triangle by one symmetric product (BLAS dsyrk, half a general product's flops) of S^T, a
+    Fortran-ordered view of the row-major S = diag(sqrt(weights)) X."""
+    scaled = X * np.sqrt(weights)[:, None]
+    hess = dsyrk(1.0, scaled.T, lower=0)
     hess.flat[:: hess.shape[0] + 1] += rho
     dposv(hess, grad, overwrite_a=True)
 

@@ -14,11 +14,13 @@ Flops of the run, counted from the iterations it took (the machines whose gradie
 formed), n = rows, d = dim:
 
 - gradient X~^T (y l'/n): 2 n d per evaluation; step product X~ s: 2 n d per step. Every
-  step leads to a point whose gradient is evaluated once; it is carried to the next round (as
-  the round loop's ``DescentPoint``), so a run evaluates J gradients more than it takes steps;
+  step leads to a point whose gradient is evaluated once; it is carried to the next round
+  (:class:`~dpnet.decentralized.theta.StackedPoints`), so a run evaluates J gradients more
+  than it takes steps;
 - Newton matrix X~^T D X~ (symmetric: n d (d + 1)) and its Cholesky factor (d^3 / 3) per
   matrix formed; the factor again (d^3 / 3) per kept matrix shifted to a new rho (residual
-  balancing changed c); a solve on it (2 d^2) per step;
+  balancing changed c: :meth:`~dpnet.decentralized.theta.KeptMatrices.shift`); a solve on
+  it (2 d^2: a product with its kept inverse) per step;
 - the rest of a round (Z step, centres, duals, residuals: O(E d)) and the loss's elementwise
   exp/log are not counted as flops (listed as ``loss evaluations``, elements).
 
@@ -50,8 +52,10 @@ from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, stacked_job, write_csv
 from benchmarks.flop_count import factor_flops, matrix_flops, product_flops, solve_flops
-from dpnet.decentralized import batched, stacked
-from dpnet.decentralized.batched import StackedShards, run_batched
+from dpnet.decentralized import admm, stacked
+from dpnet.decentralized.batched import run_batched
+from dpnet.decentralized.stacked import StackedShards
+from dpnet.decentralized.theta import KeptMatrices, NewtonThetaStep
 from dpnet.losses.margin import MarginLoss
 
 ROWS_PER_MACHINE = 100
@@ -113,13 +117,14 @@ def timed(clock: dict[str, float], name: str, fn: Callable[..., Any]) -> Callabl
 
 
 def run_once(data: StackedShards, groups: Any, config: Any, graph: Any) -> dict[str, Any]:
-    """One run: CPU seconds (total and in the Z and theta steps) and the loss's counts."""
+    """One run: CPU seconds (total and in the Z and Newton theta steps, as the round loop
+    calls them: ``admm.z_update``, ``NewtonThetaStep.__call__``) and the loss's counts."""
     counts: dict[str, int] = {}
     counting = replace(data, loss=CountingLoss(data.loss, counts))
     clock = {"z_step": 0.0, "theta_step": 0.0}
-    saved = batched.z_update_batched, batched.theta_update_newton_batched
-    batched.z_update_batched = timed(clock, "z_step", saved[0])
-    batched.theta_update_newton_batched = timed(clock, "theta_step", saved[1])
+    saved = admm.z_update, NewtonThetaStep.__call__
+    admm.z_update = timed(clock, "z_step", saved[0])
+    NewtonThetaStep.__call__ = timed(clock, "theta_step", saved[1])  # type: ignore[method-assign]
     gradient = StackedShards.loss_gradient
 
     def counted_gradient(
@@ -128,21 +133,22 @@ def run_once(data: StackedShards, groups: Any, config: Any, graph: Any) -> dict[
         counts["gradients"] = counts.get("gradients", 0) + len(idx)
         return gradient(self, idx, margins, first)
 
-    shift = batched._shifted_inverses
+    shift = KeptMatrices.shift
 
-    def counted_shift(grams: np.ndarray, idx: np.ndarray, *args: Any) -> None:
+    def counted_shift(self: KeptMatrices, idx: np.ndarray, rho: np.ndarray) -> None:
         counts["shifted"] = counts.get("shifted", 0) + len(idx)
-        shift(grams, idx, *args)
+        shift(self, idx, rho)
 
     StackedShards.loss_gradient = counted_gradient  # type: ignore[method-assign]
-    batched._shifted_inverses = counted_shift
+    KeptMatrices.shift = counted_shift  # type: ignore[method-assign]
     try:
         start = time.process_time()
         result = run_batched(counting, groups, config, graph)
         total = time.process_time() - start
     finally:
-        batched.z_update_batched, batched.theta_update_newton_batched = saved
-        batched._shifted_inverses = shift
+        admm.z_update = saved[0]
+        NewtonThetaStep.__call__ = saved[1]  # type: ignore[method-assign]
+        KeptMatrices.shift = shift  # type: ignore[method-assign]
         StackedShards.loss_gradient = gradient  # type: ignore[method-assign]
     assert result.rounds == config.max_rounds, result.stop_reason
     return {"cpu": total, **clock, "counts": counts, "theta": result.theta}

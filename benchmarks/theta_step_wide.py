@@ -1,19 +1,31 @@
-"""The theta step on wide data (p >> n_j): dense Newton vs Woodbury Newton vs the paper's
-gradient steps, side by side in one run, and the whole job at p = 5,000.
+"""The theta step on wide data (p >> n_j): the block Newton step with its Woodbury system vs
+the same step with a dense Newton matrix vs the paper's gradient steps, side by side in one
+run, and the whole job at p = 5,000.
 
     nice -n 10 python -m benchmarks.theta_step_wide            # ~5 min on 2 cores
+    nice -n 10 python -m benchmarks.theta_step_wide --p 500 --job-p 500   # quick
 
 Data: n = 100 rows, X ~ N(0, 1), groups of 5 columns, two active groups, y ~ Bernoulli(sigma);
-J = 5 machines (paper5 graph, 20 rows each, so n_j = 20 < p + 1 and the automatic Newton
-system is Woodbury). For each p in P_GRID:
+J = 5 machines (paper5 graph, 20 rows each, so n_j = 20 < p + 1).
 
-- theta step: the inputs of machine 0's theta step are recorded in rounds 1 (cold) and
-  WARM_ROUND (warm) of an in-process run; each solver is timed on exactly those inputs
-  (BLAS single-threaded, as in in-process runs), with the Newton iterations it took;
+The Newton theta step (:class:`dpnet.decentralized.theta.NewtonThetaStep`) chooses its system
+by the shard's shape alone, with no option: a tall machine (n_j >= p + 1) keeps a dense Newton
+matrix and its inverse (formed with dsyrk, dpotrf, dpotri; a chord method), a wide one solves
+the n_j x n_j Woodbury system (:func:`~dpnet.decentralized.theta.woodbury_direction`) in every
+iteration. So on these shards the job always runs Woodbury; "dense" below is the block's
+tall-shard path forced onto the wide shards (every machine marked tall in its
+:class:`~dpnet.decentralized.theta.KeptMatrices`), what the shape rule saves. For each p in
+P_GRID:
+
+- theta step: the inputs of machine 0's theta step (centre, rho, last theta and tolerance) are
+  recorded in rounds 1 (cold) and WARM_ROUND (warm) of an in-process run; each kind is timed
+  on exactly those inputs from a fresh step (no Newton matrix kept from earlier rounds; BLAS
+  single-threaded, as in in-process runs), with the Newton steps it took (``newton_iterations``)
+  and the dense matrices it formed;
 - ADMM round: in-process runs of a fixed number of rounds (tol = 0), wall time / rounds.
 
-Then ``python -m dpnet.run --data FILE --test-fraction 0 --machines 5`` (in-process backend,
-default = automatic Newton system) on the p = 5,000 problem, timed to convergence, and its
+Then ``python -m dpnet.run --data FILE --test-fraction 0 --machines 5 --backend threads``
+(its Newton system by shape: Woodbury) on the p = 5,000 problem, timed to convergence, and its
 objective gap to skglm's optimum; the same job with ``--theta-solver gradient`` for comparison.
 
 Writes benchmarks/out/theta_step_wide.csv and theta_step_wide_job.csv and prints the tables.
@@ -22,10 +34,11 @@ Writes benchmarks/out/theta_step_wide.csv and theta_step_wide_job.csv and prints
 from __future__ import annotations
 
 import argparse
-import functools
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +47,8 @@ from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, reference_value, run_job, write_csv
 from dpnet.decentralized import admm, steps
+from dpnet.decentralized.stacked import StackedShards
+from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices, NewtonThetaStep, gradient_thetas
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
@@ -67,11 +82,36 @@ def local_problems(
     return shards, structure
 
 
-def theta_step(kind: str) -> Any:
-    """The theta-step function run_machine calls, with the Newton system forced to ``kind``."""
-    if kind == "gradient":
-        return None  # run_machine's own gradient branch (ADMMConfig.theta_solver)
-    return functools.partial(steps.theta_step_newton, system=kind)
+def newton_system(n_rows: int, dim: int) -> str:
+    """The Newton system the block's theta step uses on a shard of ``n_rows`` rows and ``dim``
+    columns: dense where it keeps a matrix (:attr:`KeptMatrices.tall`, n_j >= dim), else
+    Woodbury."""
+    return "dense" if n_rows >= dim else "woodbury"
+
+
+@contextmanager
+def forced(kind: str) -> Iterator[None]:
+    """Every Newton theta step made inside runs the ``kind`` system: "dense" marks every
+    machine tall (a kept dense Newton matrix, whatever its shape); else the shape rule."""
+    if kind != "dense":
+        yield
+        return
+    by_shape = KeptMatrices.none
+
+    def all_tall(data: StackedShards) -> KeptMatrices:
+        kept = by_shape(data)
+        kept.tall[:] = True
+        return kept
+
+    KeptMatrices.none = all_tall  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        KeptMatrices.none = by_shape  # type: ignore[method-assign]
+
+
+Recorded = tuple[StackedShards, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
+"""A theta step's inputs: machine 0's block of one, centre, rho, last theta, tolerance."""
 
 
 def run_rounds(
@@ -79,7 +119,7 @@ def run_rounds(
     structure: steps.GroupStructure,
     kind: str,
     rounds: int,
-    record: list[tuple[Any, ...]] | None = None,
+    record: list[Recorded] | None = None,
 ) -> float:
     """Wall seconds of ``rounds`` in-process ADMM rounds with the given theta step."""
     graph = build_topology("paper5", J)
@@ -89,80 +129,99 @@ def run_rounds(
         max_rounds=rounds,
         theta_solver="gradient" if kind == "gradient" else "newton",
     )
-    original = admm.theta_step_newton
-    newton = theta_step(kind) or original
+    original = NewtonThetaStep.__call__
 
     def recording(
-        data: Any, z_nbhd: Any, v_in: Any, theta: Any, c: float
-    ) -> tuple[np.ndarray, float]:
-        if record is not None and data is shards[0]:
-            record.append((data, z_nbhd.copy(), v_in.copy(), theta.copy(), c))
-        return newton(data, z_nbhd, v_in, theta, c)
+        self: NewtonThetaStep,
+        center: np.ndarray,
+        rho: np.ndarray,
+        theta_prev: np.ndarray,
+        **kwargs: Any,
+    ) -> Any:
+        if record is not None and np.shares_memory(self.data.X, shards[0].X_aug):
+            record.append((self.data, center.copy(), rho.copy(), theta_prev.copy(), kwargs))
+        return original(self, center, rho, theta_prev, **kwargs)
 
-    admm.theta_step_newton = recording
+    NewtonThetaStep.__call__ = recording  # type: ignore[method-assign]
     try:
-        start = time.perf_counter()
-        run_in_process(
-            graph,
-            lambda comm: admm.run_machine(comm, shards[comm.rank], structure, cfg, graph),
-            peer_timeout=3600,
-        )
-        return time.perf_counter() - start
+        with forced(kind):
+            start = time.perf_counter()
+            run_in_process(
+                graph,
+                lambda comm: admm.run_machine(comm, shards[comm.rank], structure, cfg, graph),
+                peer_timeout=3600,
+            )
+            return time.perf_counter() - start
     finally:
-        admm.theta_step_newton = original
+        NewtonThetaStep.__call__ = original  # type: ignore[method-assign]
 
 
-def time_theta_step(kind: str, args: tuple[Any, ...], repeats: int) -> tuple[float, int]:
-    """Median seconds of one theta step on recorded inputs, and its Newton iterations."""
-    count = [0]
-    original = steps.newton_direction
+def time_theta_step(kind: str, args: Recorded, repeats: int) -> tuple[float, int, int]:
+    """Median seconds of one theta step on recorded inputs (a fresh step: no kept matrix),
+    its Newton steps and the dense Newton matrices it formed."""
+    data, center, rho, theta_prev, tolerance = args
+    counts = {"steps": 0, "matrices": 0}
+    gradient, form = StackedShards.loss_gradient, KeptMatrices.form
 
-    def counting(*a: Any, **k: Any) -> np.ndarray:
-        count[0] += 1
-        return original(*a, **k)
+    def counted_gradient(self: StackedShards, *a: Any, **k: Any) -> np.ndarray:
+        counts["steps"] += 1  # once per step, at its new point
+        return gradient(self, *a, **k)
+
+    def counted_form(self: KeptMatrices, d: Any, idx: np.ndarray, *a: Any) -> None:
+        counts["matrices"] += idx.size
+        form(self, d, idx, *a)
 
     times = []
-    steps.newton_direction = counting
-    try:
-        with threadpool_limits(1):
-            for _ in range(repeats):
-                count[0] = 0
+    with threadpool_limits(1), forced(kind):
+        for _ in range(repeats):
+            cfg = admm.ADMMConfig(lam=LAM)
+            step = NewtonThetaStep(data, theta_prev, NO_ANCHORS, NO_ANCHORS)
+            counts["steps"] = counts["matrices"] = 0
+            StackedShards.loss_gradient = counted_gradient  # type: ignore[method-assign]
+            KeptMatrices.form = counted_form  # type: ignore[method-assign]
+            try:
                 start = time.perf_counter()
                 if kind == "gradient":
-                    cfg = admm.ADMMConfig(lam=LAM)
-                    steps.theta_update_gradient(
-                        *args, n_steps=cfg.beta_steps, step_size=cfg.beta_step_size
+                    gradient_thetas(
+                        data,
+                        center,
+                        rho,
+                        theta_prev,
+                        n_steps=cfg.beta_steps,
+                        step_size=cfg.beta_step_size,
                     )
                 else:
-                    steps.theta_update_newton(*args, system=kind)
+                    step(center, rho, theta_prev, **tolerance)
                 times.append(time.perf_counter() - start)
-    finally:
-        steps.newton_direction = original
-    return float(np.median(times)), count[0]
+            finally:
+                StackedShards.loss_gradient = gradient  # type: ignore[method-assign]
+                KeptMatrices.form = form  # type: ignore[method-assign]
+    return float(np.median(times)), counts["steps"], counts["matrices"]
 
 
 def step_and_round_rows(p: int) -> list[dict[str, Any]]:
     X, y, groups = make_data(p)
     shards, structure = local_problems(X, y, groups)
-    record: list[tuple[Any, ...]] = []
+    record: list[Recorded] = []
     run_rounds(shards, structure, "woodbury", WARM_ROUND, record)
     inputs = {"cold (round 1)": record[0], f"warm (round {WARM_ROUND})": record[-1]}
     rows = []
     for label, args in inputs.items():
         for kind in KINDS:
             repeats = 1 if kind == "dense" and p > 1000 else 5
-            seconds, iters = time_theta_step(kind, args, repeats)
+            seconds, iters, matrices = time_theta_step(kind, args, repeats)
             rows.append(
                 {
                     "p": p,
                     "n": N,
                     "J": J,
-                    "n_j": len(args[0].y),
+                    "n_j": int(args[0].rows[0]),
                     "what": "theta step",
                     "when": label,
                     "kind": kind,
                     "seconds": seconds,
                     "newton_iterations": iters if kind != "gradient" else None,
+                    "dense_matrices": matrices if kind != "gradient" else None,
                 }
             )
     rounds = ROUNDS[p]
@@ -182,6 +241,7 @@ def step_and_round_rows(p: int) -> list[dict[str, Any]]:
                 "kind": kind,
                 "seconds": seconds / rounds,
                 "newton_iterations": None,
+                "dense_matrices": None,
             }
         )
     for row in rows:  # ratio to Woodbury on the same inputs / rounds
@@ -212,7 +272,7 @@ def job_rows(p: int, gradient_max_rounds: int) -> list[dict[str, Any]]:
                 "--machines",
                 str(J),
                 "--backend",
-                "inprocess",
+                "threads",
                 "--lam",
                 str(LAM),
                 "--seed",
@@ -230,9 +290,7 @@ def job_rows(p: int, gradient_max_rounds: int) -> list[dict[str, Any]]:
                     "n": N,
                     "J": J,
                     "theta_solver": solver,
-                    "newton_system": steps.newton_system_kind(N // J, p + 1)
-                    if solver == "newton"
-                    else None,
+                    "newton_system": newton_system(N // J, p + 1) if solver == "newton" else None,
                     "rounds": report["rounds"],
                     "stop_reason": report["stop_reason"],
                     "job_wall_s": report["timing"]["wall_seconds"],
@@ -261,13 +319,14 @@ def main() -> None:
         write_csv(rows, OUT_DIR / "theta_step_wide.csv")
     print(
         f"{'p':>5} {'what':<11} {'when':<17} {'kind':<9} {'ms':>11} {'Newton it':>9} "
-        f"{'/ woodbury':>10}"
+        f"{'matrices':>8} {'/ woodbury':>10}"
     )
     for r in rows:
         it = "" if r["newton_iterations"] is None else str(r["newton_iterations"])
+        formed = "" if r["dense_matrices"] is None else str(r["dense_matrices"])
         print(
             f"{r['p']:>5} {r['what']:<11} {r['when']:<17} {r['kind']:<9} "
-            f"{1e3 * r['seconds']:>11.3f} {it:>9} {r['ratio_to_woodbury']:>10.1f}"
+            f"{1e3 * r['seconds']:>11.3f} {it:>9} {formed:>8} {r['ratio_to_woodbury']:>10.1f}"
         )
 
     jobs = job_rows(args.job_p, args.gradient_max_rounds)

@@ -9,7 +9,15 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from dpnet.decentralized.batched import StackedShards, theta_update_newton_batched
+from dpnet.decentralized.stacked import StackedShards
+from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep
+
+
+def exact_theta(data: StackedShards, center: np.ndarray, rho: float) -> np.ndarray:
+    """The exact theta step of a block of one, from ``center`` to a gradient norm of 1e-14:
+    argmin f(theta) + (rho/2) ||theta - center||^2 (a fresh Newton step: no kept matrix)."""
+    step = NewtonThetaStep(data, center[None], NO_ANCHORS, NO_ANCHORS)
+    return step(center[None], np.array([rho]), center[None], tol=1e-14).theta[0]
 
 
 def theta_likelihood_ratio(
@@ -22,12 +30,7 @@ def theta_likelihood_ratio(
     candidate b at that centre and rho, std = ``std_at(rho)``: log P(view | D') / P(view | D)."""
     total = 0.0
     for center, rho, released in observed:
-        exact = [
-            theta_update_newton_batched(c, center[None], np.array([rho]), center[None], tol=1e-14)[
-                0
-            ][0]
-            for c in candidates
-        ]
+        exact = [exact_theta(c, center, rho) for c in candidates]
         gap = np.sum((released - exact[0]) ** 2) - np.sum((released - exact[1]) ** 2)
         total += gap / (2 * std_at(rho) ** 2)
     return total

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from dpnet import run, streams
-from dpnet.decentralized import batched, boundary, steps
+from dpnet.decentralized import boundary, theta
 from dpnet.losses import margin
 from dpnet.network import inprocess
 from dpnet.privacy.binary_rr import flip_labels
@@ -98,9 +98,12 @@ def _thread_work() -> _Work:
 
 
 LOSS_METHODS = ("value", "derivative", "curvature", "derivatives", "value_and_derivative")
-SOLVERS = {  # module -> the functions through which it solves or factorizes
-    steps: ("newton_direction", "dposv", "dpotrf", "dpotrs", "cho_factor", "cho_solve"),
-    batched: ("dpotrf", "dpotri", "theta_update_newton_batched"),
+SOLVERS = {  # where they are looked up -> the functions through which the block solves or
+    # factorizes (every backend's theta step is dpnet.decentralized.theta's): the Newton step
+    # itself, a tall machine's kept matrix (dsyrk, dpotrf, dpotri), a wide one's Woodbury
+    # system (woodbury_direction, dposv), the majorized step's factor (cho_factor, cho_solve)
+    theta.NewtonThetaStep: ("__call__",),
+    theta: ("woodbury_direction", "dsyrk", "dposv", "dpotrf", "dpotri", "cho_factor", "cho_solve"),
 }
 
 
@@ -122,9 +125,10 @@ def _count_operations() -> None:
         for method in LOSS_METHODS:
             if method in vars(cls):
                 setattr(cls, method, _counted(f"{cls.__name__}.{method}", vars(cls)[method]))
-    for module, names in SOLVERS.items():
+    for owner, names in SOLVERS.items():
         for name in names:
-            setattr(module, name, _counted(name, getattr(module, name)))
+            label = f"{owner.__name__}.{name}" if isinstance(owner, type) else name
+            setattr(owner, name, _counted(label, getattr(owner, name)))
 
 
 def _rank() -> str:
