@@ -475,8 +475,8 @@ def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
     return float(f"{kappa / spectral:.3g}")
 
 
-def initial_state(block: Block, dim: int, config: ADMMConfig, graph: nx.Graph) -> LoopState:
-    """Round 0: every iterate and dual copy zero, c at :func:`initial_penalty`."""
+def initial_state(block: Block, dim: int, c: float) -> LoopState:
+    """Round 0: every iterate and dual copy zero, c at ``c`` (:func:`initial_penalty`)."""
     n_mach, n_edges = len(block.edges.ids), len(block.edges.col)
     return LoopState(
         round=0,
@@ -485,7 +485,7 @@ def initial_state(block: Block, dim: int, config: ADMMConfig, graph: nx.Graph) -
         theta_nbhd=np.zeros((n_edges, dim)),
         v_out=np.zeros((n_edges, dim)),
         v_in=np.zeros((n_edges, dim)),
-        c=initial_penalty(config, graph),
+        c=c,
         penalty_changes=NO_CHANGES,
         aggregator=block.stats.state(),
     )
@@ -590,7 +590,8 @@ def run_block(
     one = len(ids) == 1  # a machine's own rows broadcast over its edges
     dim = data.X.shape[2]
     stats = block.stats
-    state = initial_state(block, dim, config, graph) if start_state is None else start_state
+    c_start = initial_penalty(config, graph)  # the path's start, resumed or not
+    state = initial_state(block, dim, c_start) if start_state is None else start_state
     stats.restore(state.aggregator)
     theta, z, theta_nbhd = state.theta, state.z, state.theta_nbhd
     v_out, v_in, c, changes = state.v_out, state.v_in, state.c, state.penalty_changes
@@ -700,7 +701,7 @@ def run_block(
         local_objective=local,
         rounds=rounds,
         stop_reason=stop_reason,
-        penalty=PenaltyPath(initial_penalty(config, graph), c, changes),
+        penalty=PenaltyPath(c_start, c, changes),
         history=history,
         start_round=state.round,
         started_at=start,

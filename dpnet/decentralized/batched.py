@@ -13,27 +13,10 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from dpnet.decentralized.admm import (
-    ADMMConfig,
-    LoopState,
-    PenaltyPath,
-    ProgressRecord,
-    initial_state,
-    run_block,
-)
+from dpnet.decentralized.admm import ADMMConfig, PenaltyPath, ProgressRecord, run_block
 from dpnet.decentralized.block import ArrayBlock, BlockEdges, bytes_per_round
 from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import GroupStructure, LocalData
-
-
-@dataclass(frozen=True)
-class WarmStart:
-    """Iterates to start a run from: theta, Z (J, dim) and the multipliers V (one row per
-    directed edge of :class:`~dpnet.decentralized.block.BlockEdges`)."""
-
-    theta: np.ndarray
-    z: np.ndarray
-    V: np.ndarray
 
 
 @dataclass
@@ -50,7 +33,6 @@ class BatchedResult:
     seconds: float
     started_at: float  # time.perf_counter() when the rounds began
     history: list[ProgressRecord] = field(default_factory=list)
-    warm_start: WarmStart | None = None  # the last round that did not stop (see run_batched)
 
     @property
     def c_final(self) -> float:
@@ -75,41 +57,17 @@ def run_batched(
     on_progress: Callable[[ProgressRecord], None] | None = None,
     stop_when: Callable[[ProgressRecord], bool] | None = None,
     *,
-    start: WarmStart | None = None,
     edges: BlockEdges | None = None,
 ) -> BatchedResult:
     """The ADMM for all machines of ``graph`` at once (``shards[j]`` machine j's data, or all
-    of them stacked once). ``start``: iterates to begin from (round 0, c from ``config``);
-    the result's ``warm_start`` holds those of its last round that did not stop, or None if
-    it stopped in its first round. ``config.fail_at`` = (j, t) raises in round t as machine
-    j would (fault tests)."""
+    of them stacked once). ``config.fail_at`` = (j, t) raises in round t as machine j would
+    (fault tests)."""
     n_mach = graph.number_of_nodes()
     data = shards if isinstance(shards, StackedShards) else StackedShards.stack(shards)
     if data.X.shape[0] != n_mach or set(graph.nodes) != set(range(n_mach)):
         raise ValueError(f"need one shard per node 0..{n_mach - 1}, got {data.X.shape[0]}")
     block = ArrayBlock(graph, edges)
     dim = data.X.shape[2]
-    state: LoopState | None = None
-    if start is not None:
-        fresh = initial_state(block, dim, config, graph)
-        rev = block.edges.rev
-        assert rev is not None  # the whole network's edges
-        state = LoopState(
-            round=0,
-            theta=start.theta,
-            z=start.z,
-            theta_nbhd=start.theta[block.edges.col],
-            v_out=start.V.copy(),
-            v_in=start.V[rev],
-            c=fresh.c,
-            penalty_changes=fresh.penalty_changes,
-            aggregator=fresh.aggregator,
-        )
-    warm: list[WarmStart | None] = [None]
-
-    def keep(state: LoopState) -> None:
-        warm[0] = WarmStart(state.theta, state.z, state.v_out.copy())
-
     result = run_block(
         block,
         data,
@@ -117,8 +75,6 @@ def run_batched(
         config,
         graph,
         on_progress,
-        start_state=state,
-        on_round=keep,
         stop_when=stop_when,
     )
     return BatchedResult(
@@ -131,5 +87,4 @@ def run_batched(
         seconds=result.seconds,
         started_at=result.started_at,
         history=result.history,
-        warm_start=warm[0],
     )

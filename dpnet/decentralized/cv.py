@@ -39,6 +39,7 @@ from dpnet.decentralized.admm import (
     ADMMConfig,
     BlockResult,
     LoopState,
+    initial_penalty,
     initial_state,
     run_block,
 )
@@ -359,7 +360,7 @@ def cross_validate(
     lams, source = path_grid(
         path, lambda: lambda_max(block, data, grp_ptr, grp_indices, weights, counts[k:])
     )
-    fresh = initial_state(block, data[0].n_features + 1, config, graph)
+    fresh = initial_state(block, data[0].n_features + 1, initial_penalty(config, graph))
     n_machines = graph.number_of_nodes()
     scores = np.zeros((len(data), k, len(lams)))
     rounds = np.zeros((k, len(lams)), dtype=np.int64)

@@ -56,11 +56,6 @@ def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", a, b)
 
 
-def _py_max(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
-    """Python's max(a, b) elementwise (a unless b > a; NaN handling included)."""
-    return np.where(b > a, b, a)
-
-
 @dataclass
 class ThetaResult:
     """A block's theta step: theta (k, dim), f_j(theta) where the step computed it (else
@@ -137,19 +132,24 @@ class KeptMatrices:
         self, data: StackedShards, idx: np.ndarray, theta: np.ndarray, rho: np.ndarray
     ) -> None:
         """Machines ``idx`` form their matrices at ``theta`` (one row each) with ``rho``: S^T S,
-        S = diag(sqrt(l''/n)) X~_j at theta's own margins, one symmetric product (BLAS dsyrk
-        on a Fortran-ordered view of a row-major S), machine by machine on views of X~."""
+        S = diag(sqrt(l''/n)) X~_j at theta's own margins (one product with X~_j each: the
+        same floats however many machines form), one symmetric product (BLAS dsyrk on a
+        Fortran-ordered view of a row-major S), machine by machine on views of X~."""
         X, dim = data.X, data.X.shape[2]
+        machines = idx.tolist()
+        margin = np.empty((len(machines), X.shape[1]))
+        for k, j in enumerate(machines):
+            np.dot(X[j], theta[k], out=margin[k])
+        margin *= data.y[idx]
+        sqrt_weights = np.sqrt(data.inv_n * data.loss.curvature(margin))  # padded rows: X~ = 0
         scaled = np.empty((X.shape[1], dim))
         hess = np.zeros((dim, dim), order="F")
-        for k, j in enumerate(idx.tolist()):
-            margin = data.y[j] * (X[j] @ theta[k])
-            weights = data.inv_n * data.loss.curvature(margin)  # padded rows: zero in X~
-            np.multiply(X[j], np.sqrt(weights)[:, None], out=scaled)
+        for k, j in enumerate(machines):
+            np.multiply(X[j], sqrt_weights[k][:, None], out=scaled)
             hess = dsyrk(1.0, scaled.T, c=hess, lower=1, overwrite_c=1)
             self.gram[j] = hess
             _invert_shifted(hess, rho[k], self.inverse[j])
-        _halve_diagonals(self.inverse, idx)
+        _finish_inverses(self.inverse, idx)
         self.anchor[idx], self.rho[idx], self.kept[idx] = theta, rho, True
 
     def shift(self, idx: np.ndarray, rho: np.ndarray) -> None:
@@ -159,7 +159,7 @@ class KeptMatrices:
         for k, j in enumerate(idx.tolist()):
             hess[...] = self.gram[j]
             _invert_shifted(hess, rho[k], self.inverse[j])
-        _halve_diagonals(self.inverse, idx)
+        _finish_inverses(self.inverse, idx)
         self.rho[idx] = rho
 
     def anchors(self) -> np.ndarray:
@@ -181,26 +181,29 @@ class KeptMatrices:
 def _invert_shifted(hess: np.ndarray, rho: float, out: np.ndarray) -> None:
     """out = L + L^T for L the lower triangle of (hess + rho I)^{-1} (hess: its lower
     triangle, Fortran-ordered, overwritten), by its Cholesky factor (LAPACK dpotrf, dpotri:
-    d^3 flops against LU's 2 d^3); NaN where it is not numerically positive definite or its
-    factor is not finite (a non-finite iterate: the stop rule's). The strict upper triangle
-    stays zero, so the diagonal of ``out`` is twice the inverse's (:func:`_halve_diagonals`:
-    exact)."""
+    d^3 flops against LU's 2 d^3); NaN where it is not numerically positive definite. The
+    strict upper triangle stays zero, so the diagonal of ``out`` is twice the inverse's
+    (:func:`_finish_inverses`)."""
     hess.ravel(order="K")[:: hess.shape[0] + 1] += rho  # the diagonal: a view, contiguous
     hess, info = dpotrf(hess, lower=1, clean=0, overwrite_a=1)
-    # an infinite diagonal factors "successfully" (its row of the inverse zero): refused
-    if info == 0 and np.isfinite(hess).all():
+    if info == 0:
         hess, info = dpotri(hess, lower=1, overwrite_c=1)
-    else:
-        info = 1
     if info == 0:
         np.add(hess, hess.T, out=out)
     else:
         out[...] = np.nan
 
 
-def _halve_diagonals(out: np.ndarray, idx: np.ndarray) -> None:
+def _finish_inverses(out: np.ndarray, idx: np.ndarray) -> None:
+    """The inverses of machines ``idx`` from :func:`_invert_shifted`: their diagonals halved
+    (exact: (x + x) / 2 = x), and NaN wherever a diagonal entry is not positive, as no
+    inverse of a positive definite matrix has: an infinite diagonal entry of H factors with
+    info 0 and leaves a zero row and column (features of 1e200; the stop rule's non-finite)."""
     diag = np.arange(out.shape[1])
     out[idx[:, None], diag, diag] *= 0.5
+    positive = (out[idx[:, None], diag, diag] > 0).all(axis=1)
+    if not positive.all():
+        out[idx[~positive]] = np.nan
 
 
 def woodbury_direction(
@@ -273,49 +276,54 @@ class NewtonThetaStep:
         data, kept, points = self.data, self.kept, self.points
         X, y, inv_n = data.X, data.y, data.inv_n
         n_mach = theta_prev.shape[0]
-        if not np.array_equal(points.theta, theta_prev):
+        if points.theta.shape != theta_prev.shape or not (points.theta == theta_prev).all():
             self.points = points = StackedPoints.at(data, theta_prev)
-        shifted = np.flatnonzero(kept.kept & (kept.rho != rho))
-        if shifted.size:  # a new rho: the kept data part shifted anew
-            kept.shift(shifted, rho[shifted])
+        shifted = kept.kept & (kept.rho != rho)
+        if shifted.any():  # a new rho: the kept data part shifted anew
+            kept.shift(np.flatnonzero(shifted), rho[shifted])
         last_norm = np.full(n_mach, np.inf)  # before the last step on a kept matrix
         kept_steps = np.zeros(n_mach, dtype=np.int64)  # steps on the kept matrix in this solve
 
-        def proximal(idx: np.ndarray, t: np.ndarray) -> np.ndarray:
-            rows = machine_rows(idx, n_mach)
+        def objective(rows: np.ndarray | slice, t: np.ndarray, loss: np.ndarray) -> np.ndarray:
+            """f_j(t) + (rho_j/2) ||t - m_j||^2 of the machines ``rows`` (their losses)."""
             diff = t - center[rows]
-            return 0.5 * rho[rows] * _rowdot(diff, diff)
+            return loss + 0.5 * rho[rows] * _rowdot(diff, diff)
 
-        everyone = np.arange(n_mach)
-        f = points.loss + proximal(everyone, points.theta)
-        active = everyone
-        tols = np.broadcast_to(tol, (n_mach,)).copy()
+        active = np.arange(n_mach)
+        f = objective(slice(None), points.theta, points.loss)
+        tols = np.empty(n_mach)
+        tols[:] = tol
         final_norm = np.zeros(n_mach)
         measured = np.zeros(n_mach, dtype=bool)
         for iteration in range(max_iter):
+            rows = machine_rows(active, n_mach)  # views while every machine is active
             grad, norm = points.gradient(active, center, rho)
             if iteration == 0:
-                tols = np.maximum(tols, relative * norm)
-            going = ~(norm <= tols[active])
-            final_norm[active[~going]], measured[active[~going]] = norm[~going], True
-            active, grad, norm = active[going], grad[going], norm[going]
-            if active.size == 0:
-                break
-            rows = machine_rows(active, n_mach)
+                np.maximum(tols, relative * norm, out=tols)
+            going = ~(norm <= tols[rows])
+            if not going.all():
+                stopped = active[~going]
+                final_norm[stopped], measured[stopped] = norm[~going], True
+                active, grad, norm = active[going], grad[going], norm[going]
+                if active.size == 0:
+                    break
+                rows = machine_rows(active, n_mach)
             th, margin = points.theta[rows], points.margin[rows]
-            tall = kept.tall[active]
+            tall = kept.tall[rows]
             form = tall & (
-                ~kept.kept[active]
-                | (norm > CHORD_CONTRACTION * last_norm[active])
-                | (kept_steps[active] >= CHORD_STEPS)
+                ~kept.kept[rows]
+                | (norm > CHORD_CONTRACTION * last_norm[rows])
+                | (kept_steps[rows] >= CHORD_STEPS)
             )
-            new = active[form]
-            if new.size:
+            if form.any():
+                new = active[form]
                 kept.form(data, new, th[form], rho[new])
-            last_norm[new], kept_steps[new] = np.inf, 0
-            on_kept = active[tall & ~form]
-            last_norm[on_kept] = norm[tall & ~form]
-            kept_steps[on_kept] += 1
+                last_norm[new], kept_steps[new] = np.inf, 0
+            on_kept = tall & ~form
+            if on_kept.any():
+                chord = active[on_kept]
+                last_norm[chord] = norm[on_kept]
+                kept_steps[chord] += 1
             if tall.all():
                 step = stack_matvec(kept.inverse, active, grad)
             else:
@@ -328,13 +336,14 @@ class NewtonThetaStep:
             slope = _rowdot(grad, step)
             moved = y[rows] * stack_matvec(X, active, step)
             f_act = f[rows]
-            flat = slope <= FLAT_SLOPE * _py_max(np.abs(f_act), 1.0)
+            # max(|f|, 1) (NaN stays NaN, as Python's max(nan, 1.0))
+            flat = slope <= FLAT_SLOPE * np.maximum(np.abs(f_act), 1.0)
             new_theta, new_margin = th - step, margin - moved
             new_loss, first = data.margin_loss_sum_and_derivative(active, new_margin)
             new_loss *= inv_n
-            f_new = new_loss + proximal(active, new_theta)
-            t = np.ones(active.size)
+            f_new = objective(rows, new_theta, new_loss)
             searching = np.flatnonzero(~flat & ~(f_new <= f_act - ARMIJO_FRACTION * slope))
+            t = np.ones(active.size)
             while searching.size:
                 t[searching] *= 0.5
                 trial = th[searching] - t[searching, None] * step[searching]
@@ -343,7 +352,7 @@ class NewtonThetaStep:
                     active[searching], trial_margin
                 )
                 trial_loss *= inv_n
-                f_trial = trial_loss + proximal(active[searching], trial)
+                f_trial = objective(active[searching], trial, trial_loss)
                 ok = (
                     f_trial <= f_act[searching] - ARMIJO_FRACTION * t[searching] * slope[searching]
                 ) | (t[searching] < SMALLEST_STEP)
@@ -359,9 +368,11 @@ class NewtonThetaStep:
             )
             points.loss_grad[rows] = data.loss_gradient(active, new_margin, first)
             f[rows] = f_new
-            active = active[~(flat & newton)]  # a full Newton step ends the solve
-            if active.size == 0:
-                break
+            ends = flat & newton  # a full Newton step ends the solve
+            if ends.any():
+                active = active[~ends]
+                if active.size == 0:
+                    break
         rest = np.flatnonzero(~measured)  # a final Newton step, or max_iter: measured now
         if rest.size:
             final_norm[rest] = points.gradient(rest, center, rho)[1]
