@@ -172,12 +172,12 @@ def batched_gaps(result: Any, f_star: float) -> tuple[np.ndarray, np.ndarray]:
 def stacked_job(argv: list[str], n_machines: int) -> tuple[Any, Any, Any, Any]:
     """(stacked shards, groups, ADMM config, graph) of ``python -m dpnet.run ARGV`` with
     ``n_machines`` machines, as the simulated backend sets it up (labels randomized)."""
-    from dpnet.config import parse_config
+    from dpnet.cli.config import parse_config
+    from dpnet.cli.job import admm_config
+    from dpnet.cli.setup import prepare_problem
     from dpnet.decentralized.machine import local_problem, randomize_all
     from dpnet.decentralized.stacked import StackedShards
-    from dpnet.job import admm_config
     from dpnet.network.topology import build_topology, validate_topology
-    from dpnet.setup import prepare_problem
 
     config = parse_config(argv)
     graph = validate_topology(

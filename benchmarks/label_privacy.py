@@ -48,7 +48,7 @@ J = 5
 
 def rr_labels(y: np.ndarray, keep_prob: float, seed: int) -> np.ndarray:
     """The labels the machines trained on: each machine's RR with its own stream, exactly as
-    dpnet.job.block_main draws them (the seed is known to the benchmark, not to an attacker
+    dpnet.cli.job.block_main draws them (the seed is known to the benchmark, not to an attacker
     who lacks it)."""
     out = y.copy()
     for rank, idx in enumerate(split_rows(len(y), J)):

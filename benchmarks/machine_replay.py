@@ -43,14 +43,14 @@ from threadpoolctl import threadpool_limits
 from benchmarks.common import OUT_DIR, reference_value, rounds_to_gap, write_csv
 from benchmarks.flop_count import FlopCounts, counting_flops
 from benchmarks.scaling import job_argv
-from dpnet.config import parse_config
+from dpnet.cli.config import parse_config
+from dpnet.cli.job import admm_config
+from dpnet.cli.setup import prepare_problem
 from dpnet.decentralized.admm import MachineResult, run_machine
 from dpnet.decentralized.machine import local_problem, randomize_all
-from dpnet.job import admm_config
 from dpnet.network.comm import Communicator, TrafficStats
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology
-from dpnet.setup import prepare_problem
 
 GAP = 1e-4
 TABLE1_RUNS = ("1:complete", "5:paper5", "10:complete", "20:complete")

@@ -57,11 +57,11 @@ from benchmarks.common import (
     write_csv,
     write_report,
 )
-from dpnet.config import parse_config
+from dpnet.cli.config import parse_config
+from dpnet.cli.setup import prepare_problem
 from dpnet.data.loaders import load_memset
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.setup import prepare_problem
 from tests.reference import group_logistic_objective, group_logistic_optimum
 
 GAP = 1e-4

@@ -58,7 +58,8 @@ from benchmarks.common import (
     write_csv,
 )
 from benchmarks.scaling import job_argv
-from dpnet.config import parse_config
+from dpnet.cli.config import parse_config
+from dpnet.cli.setup import prepare_problem
 from dpnet.decentralized.admm import (
     CURVATURE_PENALTY_SCALE,
     PENALTY_SCALE,
@@ -67,7 +68,6 @@ from dpnet.decentralized.admm import (
 )
 from dpnet.decentralized.columns import ColumnMoments, PublicColumns
 from dpnet.network.topology import build_topology, laplacian_extremes
-from dpnet.setup import prepare_problem
 
 GAPS = (1e-4, 1e-6)
 N, N_GROUPS = 10_000, 16

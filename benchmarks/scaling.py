@@ -32,8 +32,8 @@ from benchmarks.common import (
     run_job,
     write_csv,
 )
-from dpnet.config import parse_config
-from dpnet.setup import prepare_problem
+from dpnet.cli.config import parse_config
+from dpnet.cli.setup import prepare_problem
 
 GAP = 1e-4
 MPI_RUNS = (

@@ -326,7 +326,7 @@ def test_kept_checkpoints_always_share_a_round(graph_name: str, every: int) -> N
     on an 8-ring with --checkpoint-every 1 (2 of 3 kill/resume runs)."""
     import networkx as nx
 
-    from dpnet.checkpoint import keep_count
+    from dpnet.cli.checkpoint import keep_count
     from dpnet.decentralized.termination import tree_plan
 
     kind, size = graph_name.split("-")
@@ -375,7 +375,7 @@ def test_a_killed_writers_temporary_file_is_swept_when_the_machine_starts(tmp_pa
     """A rank killed while writing leaves ``.round-*.tmp``; it was swept at the next write
     only, so a resumed run that ended before its first checkpoint kept it (chaos test,
     SIGSTOP in the rounds)."""
-    from dpnet.checkpoint import Checkpointer, machine_dir
+    from dpnet.cli.checkpoint import Checkpointer, machine_dir
 
     own, other = machine_dir(tmp_path, 1), machine_dir(tmp_path, 2)
     for directory in (own, other):

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from scipy.linalg import svdvals
 
-from dpnet.config import parse_config
+from dpnet.cli.config import parse_config
+from dpnet.cli.setup import prepare_problem
 from dpnet.decentralized.boundary import RawShard, cross_boundary
 from dpnet.decentralized.columns import (
     POOLED_SCATTER_ENTRIES,
@@ -29,7 +30,6 @@ from dpnet.decentralized.machine import in_given_columns
 from dpnet.errors import PrivacyError
 from dpnet.privacy.modes import LabelPrivacy
 from dpnet.run import main
-from dpnet.setup import prepare_problem
 
 ROWS = (50, 80, 65)
 

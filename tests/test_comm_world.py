@@ -118,8 +118,8 @@ def test_setup_agreement_on_comm_world():
     settings are named."""
     from mpi4py import MPI
 
+    from dpnet.cli.pipeline import settings_mismatch
     from dpnet.network.mpi_comm import MPISetup
-    from dpnet.pipeline import settings_mismatch
 
     world = MPISetup()
     last = world.size - 1

@@ -214,12 +214,12 @@ def test_output_paths_are_checked_before_the_first_round(capsys, tmp_path):
 
 
 def test_failed_plot_after_a_good_run_keeps_the_results(tmp_path, capsys, monkeypatch):
-    import dpnet.plots
+    import dpnet.cli.plots
 
     def broken(report, path):
         raise OSError("disk full")
 
-    monkeypatch.setattr(dpnet.plots, "plot_convergence", broken)
+    monkeypatch.setattr(dpnet.cli.plots, "plot_convergence", broken)
     out = tmp_path / "r.json"
     assert (
         main(

@@ -429,7 +429,7 @@ def test_the_record_count_budget_keeps_the_laplace_noise_alive() -> None:
     main job's held-out count (sensitivity 1) at MAX_COUNT_EPSILON is on the noisy side, a
     little past 1025 * 52 ln 2 it is not (issue 45, item 8: --epsilon 1e300 released the count
     without noise)."""
-    from dpnet.evaluation import MAX_COUNT_EPSILON
+    from dpnet.cli.evaluation import MAX_COUNT_EPSILON
 
     assert -math.expm1(-1.0 / discrete.MIN_LAPLACE_SCALE) < 1.0 - 2.0**-53  # G = 2 possible
 

@@ -465,9 +465,9 @@ def test_over_relaxation_defaults_to_the_value_measured_for_each_mode(monkeypatc
     label privacy takes ADMMConfig's; --relaxation wins in either, on the CLI and in the
     estimator alike."""
     from dpnet import estimators
-    from dpnet.config import parse_config
+    from dpnet.cli.config import parse_config
+    from dpnet.cli.job import admm_config
     from dpnet.decentralized.record import RECORD_RELAXATION
-    from dpnet.job import admm_config
 
     record = ["--privacy", "record", "--epsilon", "1", "--row-bound", "3"]
     assert RECORD_RELAXATION == 1.5 != ADMMConfig().relaxation
@@ -562,7 +562,7 @@ def test_the_held_out_count_carries_laplace_noise_of_scale_one_over_epsilon() ->
     """The held-out agreement count under record privacy (sensitivity 1): its noise over 4000
     fresh streams has mean 0 and standard deviation sqrt(2)/epsilon to 5 % (the discrete
     Laplace of scale ~1/epsilon); half of it would fail."""
-    from dpnet.evaluation import NOISY_COUNT, EvaluationSet, accuracy_estimate
+    from dpnet.cli.evaluation import NOISY_COUNT, EvaluationSet, accuracy_estimate
 
     rng = np.random.default_rng(12)
     X = rng.standard_normal((400, 3))

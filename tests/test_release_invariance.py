@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from dpnet import streams
-from dpnet.config import RunConfig, parse_config
+from dpnet.cli.config import RunConfig, parse_config
 from dpnet.data.partition import split_rows, train_test_split_indices
 from dpnet.surfaces import INPUT_PATH_OPTIONS, NON_PATH_OPTIONS, SURFACES, active_surfaces
 from tests.launch import Completed, run_job
