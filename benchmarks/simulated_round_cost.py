@@ -51,7 +51,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, stacked_job, write_csv
-from benchmarks.flop_count import factor_flops, matrix_flops, product_flops, solve_flops
+from devtools.flop_count import factor_flops, matrix_flops, product_flops, solve_flops
 from dpnet.decentralized import admm, stacked
 from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.stacked import StackedShards

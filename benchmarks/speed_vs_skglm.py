@@ -41,10 +41,10 @@ SKGLM_TOLS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-12)
 
 def skglm_times(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float, repeats: int):
     """{tol: (median wall seconds, median CPU seconds, objective)} of GroupProxNewton on
-    (X, y) as in tests/reference.py, with one BLAS thread (like every rank)."""
+    (X, y) as in devtools/reference.py, with one BLAS thread (like every rank)."""
     from skglm.solvers import GroupProxNewton
 
-    from tests.reference import group_logistic_objective, skglm_problem
+    from devtools.reference import group_logistic_objective, skglm_problem
 
     X_aug, datafit, penalty = skglm_problem(X, groups, lam)
 

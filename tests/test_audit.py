@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from dpnet.audit import (
+from devtools.audit import (
     add_remove_pairs,
     audit_epsilon,
     extreme_rows,

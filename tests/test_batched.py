@@ -8,6 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from devtools.reference import group_logistic_objective, group_logistic_optimum
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import ADMMConfig, run_machine
@@ -21,7 +22,6 @@ from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
-from tests.reference import group_logistic_objective, group_logistic_optimum
 
 LAM = 0.1
 

@@ -15,6 +15,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from devtools.reference import group_logistic_optimum
 from dpnet.data.partition import split_rows
 from dpnet.decentralized import boundary
 from dpnet.decentralized import cv as cvm
@@ -27,7 +28,6 @@ from dpnet.penalties.group import groups_from_labels
 from dpnet.run import main
 from dpnet.streams import machine_flip_stream, machine_fold_stream
 from tests.launch import run_job
-from tests.reference import group_logistic_optimum
 
 J, N, P, K = 5, 150, 6, 3
 GROUPS = np.repeat(np.arange(3), 2)

@@ -1,4 +1,4 @@
-"""The flop counter of benchmarks/flop_count.py (read by benchmarks/machine_replay.py):
+"""The flop counter of devtools/flop_count.py (read by benchmarks/machine_replay.py):
 closed-form counts for each kind of call the Newton theta step (theta.NewtonThetaStep) makes,
 and a counted theta step that is bitwise the uncounted one."""
 
@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg.blas
 import scipy.linalg.lapack
 
-from benchmarks.flop_count import counting_flops
+from devtools.flop_count import counting_flops
 from dpnet.decentralized import theta
 from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import LocalData
@@ -15,7 +15,7 @@ from dpnet.decentralized.steps import LocalData
 NOT_PORTED = pytest.mark.xfail(
     strict=True,
     raises=AttributeError,
-    reason="benchmarks/flop_count.py still wraps steps.dsyrk, steps.dpotrf and steps.dpotrs, "
+    reason="devtools/flop_count.py still wraps steps.dsyrk, steps.dpotrf and steps.dpotrs, "
     "which 8165cec removed (the Newton step's BLAS/LAPACK calls are theta.py's now)",
 )
 

@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
+from devtools.reference import group_logistic_objective, group_logistic_optimum
 from dpnet.data.loaders import load_dataset
 from tests.launch import run_job
-from tests.reference import group_logistic_objective, group_logistic_optimum
 
 pytestmark = pytest.mark.mpi_launch
 

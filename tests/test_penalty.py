@@ -15,7 +15,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from benchmarks.large_network import one_run
+from devtools.large_network import one_run
+from devtools.reference import group_logistic_objective, group_logistic_optimum
 from dpnet.data.partition import split_rows
 from dpnet.data.synthetic import make_group_logistic
 from dpnet.decentralized.admm import (
@@ -41,7 +42,6 @@ from dpnet.decentralized.steps import GroupStructure, LocalData
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import build_topology
 from dpnet.penalties.group import groups_from_labels
-from tests.reference import group_logistic_objective, group_logistic_optimum
 
 LAM = 0.1
 

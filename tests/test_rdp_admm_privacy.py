@@ -14,7 +14,7 @@ from scipy import stats
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from dpnet.audit import add_remove_pairs, extreme_rows, max_sensitivity, replace_one_pairs
+from devtools.audit import add_remove_pairs, extreme_rows, max_sensitivity, replace_one_pairs
 from dpnet.baselines.rdp_admm import (
     ADMMObjPClassifier,
     DPADMMClassifier,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks import record_pairwise_audit as audit
+from devtools import record_pairwise_audit as audit
 from dpnet.decentralized.admm import run_machine
 from dpnet.decentralized.record import RecordNoise
 from dpnet.network.inprocess import run_in_process

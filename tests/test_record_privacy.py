@@ -16,7 +16,8 @@ from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 from scipy import optimize, stats
 
-from dpnet.audit import audit_epsilon, extreme_rows, max_sensitivity, replace_one_pairs
+from devtools.audit import audit_epsilon, extreme_rows, max_sensitivity, replace_one_pairs
+from devtools.record_attack import theta_likelihood_ratio
 from dpnet.decentralized import admm, boundary, record
 from dpnet.decentralized.admm import ADMMConfig, initial_penalty
 from dpnet.decentralized.batched import run_batched
@@ -28,7 +29,6 @@ from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep
 from dpnet.errors import ConfigError
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.privacy.gaussian import composed_gaussian_delta, composed_gaussian_multiplier
-from tests.record_attack import theta_likelihood_ratio
 
 R, N_ROWS, DIM = 3.0, 6, 3  # row bound, rows of the shard, features (intercept added)
 GROUPS = GroupStructure(np.arange(DIM + 1), np.arange(DIM), np.full(DIM, 0.1 / 6))

@@ -16,7 +16,7 @@ mechanism, the real streams module, the real output code) except that
   the sequence of its loss evaluations with their sizes and its Newton solves and
   factorizations, so the work of every round; at exit each process writes one
   ``process <rank> operations`` line (every thread's count and the digest of its sequence);
-- every message a machine sends is hashed, by surface of :data:`dpnet.surfaces.SURFACES`
+- every message a machine sends is hashed, by surface of :data:`devtools.surfaces.SURFACES`
   ("neighbour messages"; "final gather", without the oracle part, which is a surface of its
   own), and at exit each process writes ``machine <rank> <surface>: <digest>`` lines to the
   file ``DPNET_TEST_MESSAGES/<pid>.txt``.
