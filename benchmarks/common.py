@@ -124,12 +124,9 @@ def timed_together(fits: dict[str, Callable[[], Any]], repeats: int) -> dict[str
 def stacked_job(argv: list[str], n_machines: int) -> tuple[Any, Any, Any, Any]:
     """(stacked shards, groups, ADMM config, graph) of ``python -m dpnet.run ARGV`` with
     ``n_machines`` machines, as the simulated backend sets it up (labels randomized)."""
-    from dpnet.cli.config import parse_config
-    from dpnet.cli.job import admm_config
-    from dpnet.cli.setup import prepare_problem
-    from dpnet.decentralized.machine import local_problem, randomize_all
-    from dpnet.decentralized.stacked import StackedShards
-    from dpnet.network.topology import build_topology, validate_topology
+    from dpnet.cli import admm_config, parse_config, prepare_problem
+    from dpnet.decentralized import StackedShards, local_problem, randomize_all
+    from dpnet.network import build_topology, validate_topology
 
     config = parse_config(argv)
     graph = validate_topology(

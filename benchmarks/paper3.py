@@ -58,10 +58,8 @@ from benchmarks.common import (
     write_report,
 )
 from devtools.reference import group_logistic_objective, group_logistic_optimum
-from dpnet.cli.config import parse_config
-from dpnet.cli.setup import prepare_problem
-from dpnet.data.loaders import load_memset
-from dpnet.data.synthetic import make_group_logistic
+from dpnet.cli import parse_config, prepare_problem
+from dpnet.data import load_memset, make_group_logistic
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 
 GAP = 1e-4

@@ -70,7 +70,7 @@ from devtools.record_pairwise_audit import (
     separation,
     simulate,
 )
-from dpnet.privacy.gaussian import composed_gaussian_multiplier
+from dpnet.privacy import composed_gaussian_multiplier
 
 
 def main() -> None:

@@ -41,8 +41,7 @@ from benchmarks.common import (
 from devtools.reference import group_logistic_objective, group_logistic_optimum
 from dpnet.baselines.rdp_admm import DPSGDClassifier, SSADMMClassifier
 from dpnet.baselines.rdp_admm.experiment import TUNED_SETTINGS
-from dpnet.data.dataset import GroupData
-from dpnet.data.loaders import load_dataset, load_memset
+from dpnet.data import GroupData, load_dataset, load_memset
 from dpnet.run import main as dpnet_main
 
 DELTA = 1e-5

@@ -33,8 +33,7 @@ from benchmarks.common import (
     write_csv,
 )
 from devtools.workloads import job_argv  # noqa: F401 - imported from here by the scripts
-from dpnet.cli.config import parse_config
-from dpnet.cli.setup import prepare_problem
+from dpnet.cli import parse_config, prepare_problem
 
 GAP = 1e-4
 MPI_RUNS = (

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import OUT_DIR, reference_value, rounds_to_gap, thread_env, write_csv
-from dpnet.cli.config import parse_config
-from dpnet.cli.setup import prepare_problem
+from dpnet.cli import parse_config, prepare_problem
 
 GAP = 1e-6
 ROWS_PER_MACHINE = 100

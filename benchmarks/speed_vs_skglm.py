@@ -33,8 +33,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, rounds_to_gap, run_job, write_csv
-from dpnet.cli.config import parse_config
-from dpnet.cli.setup import prepare_problem
+from dpnet.cli import parse_config, prepare_problem
 
 SKGLM_TOLS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-12)
 

@@ -28,7 +28,7 @@ from benchmarks.common import OUT_DIR, write_csv
 from benchmarks.large_network import MACHINES, TOPOLOGIES, plot
 from benchmarks.speed_vs_skglm import SKGLM_TOLS, skglm_times
 from devtools.large_network import GAP, LAM, N_GROUPS, one_run
-from dpnet.data.synthetic import make_group_logistic
+from dpnet.data import make_group_logistic
 
 STARTS: dict[str, dict[str, Any]] = {"spectral": {"feature_curvature": None}, "curvature": {}}
 

@@ -14,15 +14,12 @@ import numpy as np
 
 from devtools.convergence import batched_gaps, batched_to_optimum, first_round_within
 from devtools.reference import group_logistic_objective, group_logistic_optimum
-from dpnet.data.partition import split_rows
-from dpnet.data.synthetic import make_group_logistic
-from dpnet.decentralized.admm import ADMMConfig
+from dpnet.data import make_group_logistic, split_rows
+from dpnet.decentralized import ADMMConfig, GroupStructure, LocalData, public_columns
 from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.columns import public_columns
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.network.topology import build_topology
-from dpnet.penalties.group import groups_from_labels
-from dpnet.privacy.modes import LabelPrivacy
+from dpnet.network import build_topology
+from dpnet.penalties import groups_from_labels
+from dpnet.privacy import LabelPrivacy
 
 GAP = 1e-6
 

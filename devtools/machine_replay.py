@@ -18,14 +18,9 @@ from threadpoolctl import threadpool_limits
 from devtools.convergence import reference_value, rounds_to_gap
 from devtools.flop_count import FlopCounts, counting_flops
 from devtools.workloads import job_argv
-from dpnet.cli.config import parse_config
-from dpnet.cli.job import admm_config
-from dpnet.cli.setup import prepare_problem
-from dpnet.decentralized.admm import MachineResult, run_machine
-from dpnet.decentralized.machine import local_problem, randomize_all
-from dpnet.network.comm import Communicator, TrafficStats
-from dpnet.network.inprocess import run_in_process
-from dpnet.network.topology import build_topology
+from dpnet.cli import admm_config, parse_config, prepare_problem
+from dpnet.decentralized import MachineResult, local_problem, randomize_all, run_machine
+from dpnet.network import Communicator, TrafficStats, build_topology, run_in_process
 
 GAP = 1e-4
 

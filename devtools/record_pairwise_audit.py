@@ -14,23 +14,24 @@ from scipy.optimize import brentq
 
 from devtools.audit import audit_epsilon
 from devtools.record_attack import theta_likelihood_ratio
-from dpnet.decentralized import admm
-from dpnet.decentralized.admm import ADMMConfig
-from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.block import BlockEdges
-from dpnet.decentralized.record import RECORD_RELAXATION, RecordNoise
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import (
+from dpnet.decentralized import (
+    ADMMConfig,
     GroupStructure,
     LocalData,
+    RecordNoise,
+    StackedShards,
+    TreeAggregator,
+    admm,
     local_objective,
-    residuals,
-    scaled_residual,
-    z_update,
+    tree_plan,
 )
-from dpnet.decentralized.termination import MESSAGE_SIZE, N_STATS, TreeAggregator, tree_plan
-from dpnet.losses.margin import Logistic
-from dpnet.privacy.gaussian import composed_gaussian_delta, composed_gaussian_multiplier
+from dpnet.decentralized.batched import run_batched
+from dpnet.decentralized.block import BlockEdges
+from dpnet.decentralized.record import RECORD_RELAXATION
+from dpnet.decentralized.steps import residuals, scaled_residual, z_update
+from dpnet.decentralized.termination import MESSAGE_SIZE, N_STATS
+from dpnet.losses import Logistic
+from dpnet.privacy import composed_gaussian_delta, composed_gaussian_multiplier
 
 R, DIM, ROWS, J, DELTA = 3.0, 3, 8, 4, 1e-5
 U = J - 1  # the machine whose record differs

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from dpnet.cli.config import RunConfig
+from dpnet.cli import RunConfig
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from devtools.reference import group_logistic_objective, group_logistic_optimum
-from dpnet.data.synthetic import make_group_logistic
+from dpnet.data import make_group_logistic
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 
 LAM = 0.15

@@ -8,9 +8,7 @@ import scipy.linalg.blas
 import scipy.linalg.lapack
 
 from devtools.flop_count import counting_flops
-from dpnet.decentralized import theta
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import LocalData
+from dpnet.decentralized import LocalData, StackedShards, theta
 
 NOT_PORTED = pytest.mark.xfail(
     strict=True,

@@ -19,7 +19,7 @@ from dpnet.baselines.median.algorithms import (
     irls_fit,
 )
 from dpnet.baselines.median.privacy import irls_l2_sensitivity
-from dpnet.privacy.mechanisms import laplace_mechanism
+from dpnet.privacy import laplace_mechanism
 
 pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job
 

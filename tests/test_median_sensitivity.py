@@ -20,7 +20,7 @@ from dpnet.baselines.median.privacy import (
     jacobian_log_bound,
     split_epsilon,
 )
-from dpnet.losses.huber import huber_curvature, huber_derivative
+from dpnet.losses import huber_curvature, huber_derivative
 
 X_BOUND = 1.0
 

@@ -12,9 +12,8 @@ from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 from scipy import special, stats
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy import binary_rr, compose, discrete, gaussian, pld
+from dpnet.privacy import PureDpEvent, binary_rr, compose, discrete, gaussian, pld
 from dpnet.privacy import mechanisms as m
-from dpnet.privacy.events import PureDpEvent
 
 N = 4000
 
@@ -416,7 +415,8 @@ def test_the_largest_finite_label_budget_still_flips() -> None:
     """MAX_FINITE_EPSILON (the CLI's refusal threshold) keeps p below 1; a little past it,
     where e^eps / (1 + e^eps) rounds to 1, the budget is refused."""
     from dpnet.errors import PrivacyError
-    from dpnet.privacy.binary_rr import MAX_FINITE_EPSILON, keep_prob_from_epsilon
+    from dpnet.privacy import keep_prob_from_epsilon
+    from dpnet.privacy.binary_rr import MAX_FINITE_EPSILON
 
     assert keep_prob_from_epsilon(MAX_FINITE_EPSILON) < 1.0
     with pytest.raises(PrivacyError, match="rounds to 1"):

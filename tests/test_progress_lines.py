@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from dpnet.cli.report import ProgressPrinter
-from dpnet.decentralized.admm import ProgressRecord
+from dpnet.cli import ProgressPrinter
+from dpnet.decentralized import ProgressRecord
 
 
 def _record(round_: int, objective: float = 0.5) -> ProgressRecord:

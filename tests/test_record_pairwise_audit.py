@@ -7,9 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from devtools import record_pairwise_audit as audit
-from dpnet.decentralized.admm import run_machine
-from dpnet.decentralized.record import RecordNoise
-from dpnet.network.inprocess import run_in_process
+from dpnet.decentralized import RecordNoise, run_machine
+from dpnet.network import run_in_process
 
 ROUNDS = 8
 

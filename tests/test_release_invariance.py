@@ -25,8 +25,8 @@ import pytest
 
 from devtools.surfaces import INPUT_PATH_OPTIONS, NON_PATH_OPTIONS, SURFACES, active_surfaces
 from dpnet import streams
-from dpnet.cli.config import RunConfig, parse_config
-from dpnet.data.partition import split_rows, train_test_split_indices
+from dpnet.cli import RunConfig, parse_config
+from dpnet.data import split_rows, train_test_split_indices
 from tests.launch import Completed, run_job
 from tests.varied_randomness import (
     FIXED_THETAS_VARIABLE,

@@ -10,12 +10,17 @@ import numpy as np
 import pytest
 
 from devtools.reference import plain_newton_theta_step, theta_subproblem_gradient
-from dpnet.decentralized.admm import ADMMConfig, run_block
-from dpnet.decentralized.block import ArrayBlock
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices, NewtonThetaStep
-from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
+from dpnet.decentralized import (
+    ADMMConfig,
+    ArrayBlock,
+    GroupStructure,
+    LocalData,
+    NewtonThetaStep,
+    StackedShards,
+    run_block,
+)
+from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices
+from dpnet.losses import Logistic, MarginLoss, UnbiasedLogistic
 
 
 def _shard(n: int, p: int, n_total: int, loss: MarginLoss, rng: np.random.Generator) -> LocalData:

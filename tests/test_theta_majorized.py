@@ -14,16 +14,12 @@ from devtools.reference import (
     group_logistic_optimum,
     theta_subproblem_gradient,
 )
-from dpnet.data.synthetic import make_group_logistic
-from dpnet.decentralized import admm
+from dpnet.data import make_group_logistic
+from dpnet.decentralized import GroupStructure, LocalData, MajorizedThetaStep, StackedShards, admm
 from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.theta import MajorizedThetaStep
-from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
-from dpnet.network.inprocess import run_in_process
-from dpnet.network.topology import build_topology
-from dpnet.penalties.group import groups_from_labels
+from dpnet.losses import Logistic, MarginLoss, UnbiasedLogistic
+from dpnet.network import build_topology, run_in_process
+from dpnet.penalties import groups_from_labels
 
 
 def _subproblem(n: int, p: int, loss: MarginLoss | None = None, seed: int = 0):  # noqa: ANN202

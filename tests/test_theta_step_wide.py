@@ -16,19 +16,12 @@ from devtools.reference import (
     plain_newton_theta_step,
     theta_subproblem_gradient,
 )
-from dpnet.decentralized import admm
+from dpnet.decentralized import GroupStructure, LocalData, NewtonThetaStep, StackedShards, admm
 from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.theta import (
-    NO_ANCHORS,
-    KeptMatrices,
-    NewtonThetaStep,
-    woodbury_direction,
-)
-from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
-from dpnet.network.inprocess import run_in_process
-from dpnet.penalties.group import groups_from_labels
+from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices, woodbury_direction
+from dpnet.losses import Logistic, MarginLoss, UnbiasedLogistic
+from dpnet.network import run_in_process
+from dpnet.penalties import groups_from_labels
 
 
 def _wide(

@@ -29,6 +29,10 @@ _LAZY = {
     "admm_config": "job",
     "machine_job": "pipeline",
     "simulated_job": "pipeline",
+    "Checkpointer": "checkpoint",
+    "EvaluationSet": "evaluation",
+    "accuracy_estimate": "evaluation",
+    "ProgressPrinter": "report",
 }
 
 __all__ = list(_LAZY)
