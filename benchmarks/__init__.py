@@ -4,5 +4,5 @@
     python -m benchmarks.paper3 --mode quick --data-dir DIR
 
 Shared helpers are in ``benchmarks.common``; the skglm reference optimum comes from
-``tests.reference``. Outputs (CSV, PNG) go to benchmarks/out/, which git ignores.
+``devtools.reference``. Outputs (CSV, PNG) go to benchmarks/out/, which git ignores.
 """

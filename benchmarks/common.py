@@ -24,10 +24,19 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-OUT_DIR = REPO / "benchmarks" / "out"
-DOCS_DIR = REPO / "docs"
-DATA_DIR = Path(os.environ.get("DPNET_DATA_DIR", REPO.parent / "shared" / "data"))
+from devtools.convergence import (  # noqa: F401 - the gaps to F*, shared with the tests
+    STOP_GAP,
+    batched_gaps,
+    batched_to_optimum,
+    first_round_within,
+    reference_value,
+    relative_gaps,
+    rounds_to_gap,
+)
+
+# shared with the tests (devtools/), imported here by the scripts: the report locations
+from devtools.results import DATA_DIR, DOCS_DIR, OUT_DIR, REPO, report_path  # noqa: F401
+
 MEMSET_PATH = DATA_DIR / "memset" / "memset_donor_7mer.csv.gz"
 EPS_GRID = (0.1, 0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.5, 1.7, 1.9)
 
@@ -89,38 +98,6 @@ def run_job(
     return report
 
 
-def reference_value(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float) -> float:
-    """F* = F(theta*) with theta* from skglm's GroupProxNewton (tests/reference.py)."""
-    # imported here: skglm takes seconds to import, and the median and RDP-ADMM benchmarks
-    # use this module without it
-    from tests.reference import group_logistic_objective, group_logistic_optimum
-
-    theta = group_logistic_optimum(X, y, groups, lam)
-    return group_logistic_objective(X, y, groups, lam, theta)
-
-
-def relative_gaps(history: list[dict[str, Any]], f_star: float) -> tuple[np.ndarray, np.ndarray]:
-    """Rounds and |F_t - F*| / |F*| of a results file's history."""
-    rounds = np.array([h["round"] for h in history], dtype=int)
-    values = np.array([h["objective"] for h in history], dtype=float)
-    return rounds, np.abs(values - f_star) / abs(f_star)
-
-
-def first_round_within(rounds: np.ndarray, gaps: np.ndarray, rel: float) -> int | None:
-    """First of ``rounds`` from which ``gaps`` stay <= ``rel`` to the end (None if the last
-    gap is above ``rel``, or NaN, or there are no rounds)."""
-    above = np.flatnonzero(~(np.asarray(gaps) <= rel))
-    if len(rounds) == 0 or (len(above) and above[-1] == len(rounds) - 1):
-        return None
-    return int(rounds[above[-1] + 1]) if len(above) else int(rounds[0])
-
-
-def rounds_to_gap(history: list[dict[str, Any]], f_star: float, rel: float) -> int | None:
-    """First round from which the relative gap stays <= ``rel`` for the rest of a results
-    file's history (None if it never does)."""
-    return first_round_within(*relative_gaps(history, f_star), rel)
-
-
 def timed_together(fits: dict[str, Callable[[], Any]], repeats: int) -> dict[str, dict]:
     """Every fit once per repeat, in turn (a change of the machine's load lands on all of them,
     not on one method's block of repeats): per fit its median time, its median ratio to the
@@ -144,40 +121,12 @@ def timed_together(fits: dict[str, Callable[[], Any]], repeats: int) -> dict[str
     }
 
 
-STOP_GAP = 1e-8
-"""A simulated run to the optimum ends once its objective is this close to F* (relative)."""
-
-
-def batched_to_optimum(shards: Any, groups: Any, config: Any, graph: Any, f_star: float) -> Any:
-    """``run_batched`` until the network objective is within :data:`STOP_GAP` of ``f_star``
-    (or the config's own stop); the :class:`~dpnet.decentralized.batched.BatchedResult`."""
-    from dpnet.decentralized.batched import run_batched
-
-    return run_batched(
-        shards,
-        groups,
-        config,
-        graph,
-        stop_when=lambda r: abs(r.objective - f_star) <= STOP_GAP * abs(f_star),
-    )
-
-
-def batched_gaps(result: Any, f_star: float) -> tuple[np.ndarray, np.ndarray]:
-    """(rounds, relative gaps |F_t - F*| / F*) of a batched run's history."""
-    rounds = np.array([h.round for h in result.history])
-    objective = np.array([h.objective for h in result.history])
-    return rounds, np.abs(objective - f_star) / abs(f_star)
-
-
 def stacked_job(argv: list[str], n_machines: int) -> tuple[Any, Any, Any, Any]:
     """(stacked shards, groups, ADMM config, graph) of ``python -m dpnet.run ARGV`` with
     ``n_machines`` machines, as the simulated backend sets it up (labels randomized)."""
-    from dpnet.config import parse_config
-    from dpnet.decentralized.machine import local_problem, randomize_all
-    from dpnet.decentralized.stacked import StackedShards
-    from dpnet.job import admm_config
-    from dpnet.network.topology import build_topology, validate_topology
-    from dpnet.setup import prepare_problem
+    from dpnet.cli import admm_config, parse_config, prepare_problem
+    from dpnet.decentralized import StackedShards, local_problem, randomize_all
+    from dpnet.network import build_topology, validate_topology
 
     config = parse_config(argv)
     graph = validate_topology(
@@ -265,37 +214,6 @@ def add_update_docs_argument(parser: Any, page: str) -> None:
         help=f"write the committed page docs/{page} (default: {page} in the --out folder, "
         "not committed); refused (exit 2) when a data set the page reports on is missing",
     )
-
-
-def report_path(
-    page: str,
-    *,
-    out: Path,
-    update_docs: bool,
-    data_dir: Path | None = None,
-    needs: tuple[str, ...] = (),
-) -> Path:
-    """Where a paper report is written: ``out / page`` (under benchmarks/out/, git-ignored) by
-    default; the committed ``docs/page`` only with ``--update-docs``.
-
-    With ``--update-docs`` every file of ``needs`` (relative to the data folder: ``data_dir``
-    as given by ``--data-dir``, else :data:`DATA_DIR`) must exist: otherwise the run is refused
-    with one line on stderr and exit code 2, so a page with real results is never replaced by
-    "not testable" rows. Call it before the run, so a refusal costs nothing.
-    """
-    if not update_docs:
-        return Path(out) / page
-    folder = Path(data_dir) if data_dir is not None else DATA_DIR
-    missing = [name for name in needs if not (folder / name).is_file()]
-    if missing:
-        print(
-            f"--update-docs refused: docs/{page} reports on {', '.join(missing)}, not found "
-            f"under {folder} (pass --data-dir PATH, or drop --update-docs to write {page} "
-            "under --out)",
-            file=sys.stderr,
-        )
-        raise SystemExit(2)
-    return DOCS_DIR / page
 
 
 def machine_description() -> str:

@@ -31,12 +31,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import EPS_GRID, MEMSET_PATH, OUT_DIR, write_csv
-from dpnet.data.dataset import GroupData
-from dpnet.data.loaders import load_memset
-from dpnet.data.partition import split_rows
-from dpnet.data.synthetic import make_group_logistic
+from dpnet.data import GroupData, load_memset, make_group_logistic, split_rows
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.privacy.mechanisms import randomized_response
+from dpnet.privacy import randomized_response
 from dpnet.streams import machine_flip_stream
 
 MODES = {"quick": 5, "full": 50}
@@ -48,7 +45,7 @@ J = 5
 
 def rr_labels(y: np.ndarray, keep_prob: float, seed: int) -> np.ndarray:
     """The labels the machines trained on: each machine's RR with its own stream, exactly as
-    dpnet.job.block_main draws them (the seed is known to the benchmark, not to an attacker
+    dpnet.cli.job.block_main draws them (the seed is known to the benchmark, not to an attacker
     who lacks it)."""
     out = y.copy()
     for rank, idx in enumerate(split_rows(len(y), J)):

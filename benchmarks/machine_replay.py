@@ -17,7 +17,7 @@ loop there), the fastest of --repeats such replays. Early rounds cost more than 
 average (more Newton iterations, fresh Newton matrices); the CSV also keeps the CPU per round
 over the whole recorded run.
 
-The same rounds replayed once more with their flops counted (:mod:`benchmarks.flop_count`:
+The same rounds replayed once more with their flops counted (:mod:`devtools.flop_count`:
 products with X~, Newton matrices, factors, solves) give the speed-up of the counted flops:
 the machine with the most flops to the gap against J = 1's. It is exact and the same on any
 host, and it bounds what any implementation of these iterations reaches at one flop rate
@@ -31,177 +31,11 @@ machine's replay. Writes benchmarks/out/machine_replay.csv.
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
-import time
-from dataclasses import replace
-from typing import Any
 
-import numpy as np
-from threadpoolctl import threadpool_limits
+from benchmarks.common import OUT_DIR, write_csv
+from devtools.machine_replay import replay_job
 
-from benchmarks.common import OUT_DIR, reference_value, rounds_to_gap, write_csv
-from benchmarks.flop_count import FlopCounts, counting_flops
-from benchmarks.scaling import job_argv
-from dpnet.config import parse_config
-from dpnet.decentralized.admm import MachineResult, run_machine
-from dpnet.decentralized.machine import local_problem, randomize_all
-from dpnet.job import admm_config
-from dpnet.network.comm import Communicator, TrafficStats
-from dpnet.network.inprocess import run_in_process
-from dpnet.network.topology import build_topology
-from dpnet.setup import prepare_problem
-
-GAP = 1e-4
 TABLE1_RUNS = ("1:complete", "5:paper5", "10:complete", "20:complete")
-
-
-class RecordingCommunicator:
-    """A machine's communicator that keeps a copy of every buffer its neighbours sent."""
-
-    def __init__(self, inner: Communicator) -> None:
-        self.inner = inner
-        self.rank, self.size = inner.rank, inner.size
-        self.neighbours, self.stats = inner.neighbours, inner.stats
-        self.received: list[np.ndarray] = []
-
-    def neighbour_exchange(self, send: np.ndarray) -> np.ndarray:
-        got = self.inner.neighbour_exchange(send)
-        self.received.append(got.copy())
-        return got
-
-    def gather_to_root(self, obj: Any) -> list[Any] | None:
-        return self.inner.gather_to_root(obj)
-
-
-class ReplayCommunicator:
-    """A machine alone: each exchange returns the next recorded buffer of its neighbours."""
-
-    def __init__(self, rank: int, size: int, neighbours: list[int], received: list[np.ndarray]):
-        self.rank, self.size, self.neighbours = rank, size, neighbours
-        self.stats = TrafficStats()
-        self._received = iter(received)
-
-    def neighbour_exchange(self, send: np.ndarray) -> np.ndarray:
-        self.stats.start()
-        got = next(self._received)
-        self.stats.stop(len(self.neighbours), send.nbytes)
-        return got
-
-    def gather_to_root(self, obj: Any) -> list[Any] | None:
-        return [obj]
-
-
-def replay_job(
-    n: int,
-    n_groups: int,
-    J: int,
-    topology: str,
-    seed: int,
-    repeats: int,
-    profile: int | None = None,
-    f_star: float | None = None,
-) -> dict[str, Any]:
-    """Record a J-machine job in threads, then replay every machine alone; one CSV row.
-    ``f_star``: skglm's optimum of the job's training rows, if already known."""
-    argv = job_argv(n, n_groups, seed, 1e-6, 3000) + ["--topology", topology]
-    config = parse_config(argv)
-    graph = build_topology(topology, J, seed=config.topology_seed)
-    shards = prepare_problem(config, J).shards
-    assert shards is not None
-    keep_prob = config.keep_probability
-    crossings = randomize_all(shards, keep_prob, config.seed)
-    problems = [
-        local_problem(s, lam=config.lam, loss=config.loss, keep_prob=keep_prob, n_machines=J)
-        for s, _ in crossings
-    ]
-    admm = admm_config(config, shards[0].columns)
-    recorders: list[RecordingCommunicator | None] = [None] * J
-
-    def machine(comm: Communicator) -> MachineResult:
-        recorder = RecordingCommunicator(comm)
-        recorders[comm.rank] = recorder
-        data, groups = problems[comm.rank]
-        return run_machine(recorder, data, groups, admm, graph)
-
-    recorded = run_in_process(graph, machine)
-    if f_star is None:
-        full = prepare_problem(config, 1).shards
-        assert full is not None
-        f_star = reference_value(full[0].X, full[0].y_raw, full[0].group_labels, config.lam)
-    history = [{"round": h.round, "objective": h.objective} for h in recorded[0].history]
-    to_gap = rounds_to_gap(history, f_star, GAP)
-
-    def replay_comm(rank: int) -> ReplayCommunicator:
-        """Machine ``rank`` alone, handed its neighbours' recorded buffers."""
-        recorder = recorders[rank]
-        assert recorder is not None
-        return ReplayCommunicator(rank, J, recorder.neighbours, recorder.received)
-
-    def replay(rank: int, rounds: int, profiler: cProfile.Profile | None = None) -> float:
-        """CPU seconds of machine ``rank``'s first ``rounds`` rounds, replayed alone; a
-        replay of the whole run is checked bitwise against the recorded one."""
-        data, groups = problems[rank]
-        comm = replay_comm(rank)
-        with threadpool_limits(limits=1, user_api="blas"):
-            if profiler is not None:
-                profiler.enable()
-            start = time.process_time()
-            result = run_machine(comm, data, groups, replace(admm, max_rounds=rounds), graph)
-            cpu = time.process_time() - start - comm.stats.comm_cpu_seconds
-            if profiler is not None:
-                profiler.disable()
-                pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
-        if rounds == recorded[rank].rounds and (
-            result.rounds != rounds or not np.array_equal(result.theta, recorded[rank].theta)
-        ):
-            raise RuntimeError(f"machine {rank}'s replay is not the recorded run")
-        return cpu
-
-    def counted_flops(rank: int, rounds: int) -> FlopCounts:
-        """The flops of machine ``rank``'s theta steps in its first ``rounds`` rounds."""
-        data, groups = problems[rank]
-        with counting_flops() as (counted, flops):
-            config = replace(admm, max_rounds=rounds)
-            run_machine(replay_comm(rank), counted(data), groups, config, graph)
-        return flops
-
-    cpu_per_round, cpu_to_gap, flops_to_gap = [], [], []
-    for rank in range(J):
-        whole = recorded[rank].rounds
-        # the first replay warms caches and is not counted; each figure: the least disturbed
-        times = [replay(rank, whole) for _ in range(repeats + 1)][1:]
-        if profile == rank:
-            replay(rank, whole, cProfile.Profile())
-        cpu_per_round.append(min(times) / whole)
-        if to_gap is not None:
-            cpu_to_gap.append(min(replay(rank, to_gap) for _ in range(repeats)))
-            flops_to_gap.append(counted_flops(rank, to_gap))
-    return {
-        "n": n,
-        "p": 3 * n_groups,
-        "J": J,
-        "topology": topology,
-        "rounds": recorded[0].rounds,
-        "rounds_to_gap": to_gap,
-        "max_machine_replay_cpu_ms_per_round": max(cpu_per_round) * 1e3,
-        "median_machine_replay_cpu_ms_per_round": float(np.median(cpu_per_round)) * 1e3,
-        "compute_to_gap_s": max(cpu_to_gap) if cpu_to_gap else float("nan"),
-        "median_machine_compute_to_gap_s": float(np.median(cpu_to_gap))
-        if cpu_to_gap
-        else float("nan"),
-        "slowest_machine_to_gap": int(np.argmax(cpu_to_gap)) if cpu_to_gap else -1,
-        **flop_columns(flops_to_gap),
-    }
-
-
-def flop_columns(machines: list[FlopCounts]) -> dict[str, float]:
-    """The counted flops to the gap of the machine with the most (total and by kind)."""
-    if not machines:
-        return {"flops_to_gap": float("nan")}
-    most = max(machines, key=lambda counts: sum(counts.values()))
-    by_kind = {f"{kind}_flops_to_gap": flops for kind, flops in most.items()}
-    return {"flops_to_gap": sum(most.values()), **by_kind}
 
 
 def main() -> None:

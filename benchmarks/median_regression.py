@@ -33,8 +33,7 @@ from dpnet.baselines.median import PAPER_PARAMS, TRUE_THETA, DPMedianRegressor, 
 from dpnet.baselines.median.algorithms import CERT_SLACK, irls_fit, private_start_share
 from dpnet.baselines.median.numerics import exact_lad
 from dpnet.baselines.median.privacy import irls_l2_sensitivity
-from dpnet.privacy.clipping import clip_values
-from dpnet.privacy.mechanisms import laplace_mechanism
+from dpnet.privacy import clip_values, laplace_mechanism
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0)
 # label -> estimator keyword overrides (Alg. 3: step size and start, as the issue asks)

@@ -40,7 +40,7 @@ from benchmarks.common import (
 )
 from dpnet.baselines.median import PAPER_PARAMS, simulate_median_data
 from dpnet.baselines.median.algorithms import irls_fit
-from dpnet.privacy.clipping import clip_values
+from dpnet.privacy import clip_values
 
 PAGE = "results-paper1.md"
 MODES = {"quick": ((5_000, 500_000), 3), "full": ((5_000, 5_000_000), 10)}

@@ -57,12 +57,10 @@ from benchmarks.common import (
     write_csv,
     write_report,
 )
-from dpnet.config import parse_config
-from dpnet.data.loaders import load_memset
-from dpnet.data.synthetic import make_group_logistic
+from devtools.reference import group_logistic_objective, group_logistic_optimum
+from dpnet.cli import parse_config, prepare_problem
+from dpnet.data import load_memset, make_group_logistic
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.setup import prepare_problem
-from tests.reference import group_logistic_objective, group_logistic_optimum
 
 GAP = 1e-4
 PAGE = "results-paper3.md"
@@ -696,7 +694,7 @@ its round loop replayed alone on a core against the buffers its neighbours sent
 (`python -m benchmarks.machine_replay`, the fastest of 5 replays; the replay of the whole run
 is checked to be bitwise the recorded one): what a machine with a core of its own spends.
 The speed-up is of this figure. Counted-flop speed-up = the same ratio of the counted flops
-of those rounds (products with X~, Newton matrices, factors, solves; `benchmarks/flop_count.py`),
+of those rounds (products with X~, Newton matrices, factors, solves; `devtools/flop_count.py`),
 the machine with the most: exact on any host, and a bound on what any implementation of the
 same iterations reaches at one flop rate. skglm to gap = the fewest GroupProxNewton iterations
 reaching the same gap, timed in this run on the same rows; ratio = our wall to gap / skglm's.

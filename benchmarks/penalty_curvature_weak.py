@@ -32,15 +32,13 @@ from benchmarks.common import (
     first_round_within,
     write_csv,
 )
-from benchmarks.large_network import LAM, N_GROUPS
 from benchmarks.penalty_strong_scaling import GAPS, RULES, Curvature, fmt
-from dpnet.data.partition import split_rows
-from dpnet.data.synthetic import make_group_logistic
-from dpnet.decentralized.admm import ADMMConfig
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.network.topology import build_topology
-from dpnet.penalties.group import groups_from_labels
-from tests.reference import group_logistic_objective, group_logistic_optimum
+from devtools.large_network import LAM, N_GROUPS
+from devtools.reference import group_logistic_objective, group_logistic_optimum
+from dpnet.data import make_group_logistic, split_rows
+from dpnet.decentralized import ADMMConfig, GroupStructure, LocalData
+from dpnet.network import build_topology
+from dpnet.penalties import groups_from_labels
 
 RUNS = (
     "16:ring",

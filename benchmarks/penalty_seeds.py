@@ -24,7 +24,7 @@ from typing import Any
 
 from benchmarks.common import OUT_DIR, write_csv
 from benchmarks.large_network import one_run
-from dpnet.network.topology import build_topology
+from dpnet.network import build_topology
 
 NO_WAIT = 1000  # adapt_unseen above adapt_max: the wait never binds
 

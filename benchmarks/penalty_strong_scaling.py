@@ -58,16 +58,11 @@ from benchmarks.common import (
     write_csv,
 )
 from benchmarks.scaling import job_argv
-from dpnet.config import parse_config
-from dpnet.decentralized.admm import (
-    CURVATURE_PENALTY_SCALE,
-    PENALTY_SCALE,
-    ADMMConfig,
-    initial_penalty,
-)
-from dpnet.decentralized.columns import ColumnMoments, PublicColumns
-from dpnet.network.topology import build_topology, laplacian_extremes
-from dpnet.setup import prepare_problem
+from dpnet.cli import parse_config, prepare_problem
+from dpnet.decentralized import ADMMConfig, PublicColumns
+from dpnet.decentralized.admm import CURVATURE_PENALTY_SCALE, PENALTY_SCALE, initial_penalty
+from dpnet.decentralized.columns import ColumnMoments
+from dpnet.network import build_topology, laplacian_extremes
 
 GAPS = (1e-4, 1e-6)
 N, N_GROUPS = 10_000, 16
@@ -215,7 +210,7 @@ def data_sets(args: argparse.Namespace, tmp: Path) -> list[tuple[str, int, list[
     for seed in args.seeds if args.synthetic else []:
         out.append(("model-III", seed, job_argv(N, N_GROUPS, seed, 1e-6, args.max_rounds)))
     if args.memset:
-        from dpnet.data.loaders import load_memset
+        from dpnet.data import load_memset
 
         for seed in args.seeds:
             train, _ = load_memset(
@@ -229,7 +224,7 @@ def data_sets(args: argparse.Namespace, tmp: Path) -> list[tuple[str, int, list[
             argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
             out.append(("memset", seed, argv))
     if args.adult:
-        from dpnet.data.loaders import load_adult
+        from dpnet.data import load_adult
 
         X_all, y_all, _, _ = load_adult(DATA_DIR / "adult", intercept=False)
         for seed in args.seeds:

@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmarks.common import OUT_DIR, write_csv
 from benchmarks.large_network import one_run
-from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized import ADMMConfig
 
 GRAPHS = (
     "ring:16",

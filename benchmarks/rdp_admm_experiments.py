@@ -31,7 +31,7 @@ from benchmarks.common import DATA_DIR, write_csv
 from dpnet.baselines.rdp_admm import COVERAGE_KS, make_estimators
 from dpnet.baselines.rdp_admm.common import get_loss, objective
 from dpnet.baselines.rdp_admm.data import coverage, make_synthetic
-from dpnet.data.loaders import load_adult, load_ipums, scale_rows
+from dpnet.data import load_adult, load_ipums, scale_rows
 
 DELTA = 1e-8
 LAMBDAS = (1e-4, 1e-3)

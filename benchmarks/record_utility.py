@@ -38,12 +38,11 @@ from benchmarks.common import (
     resolve_data_dir,
     write_csv,
 )
+from devtools.reference import group_logistic_objective, group_logistic_optimum
 from dpnet.baselines.rdp_admm import DPSGDClassifier, SSADMMClassifier
 from dpnet.baselines.rdp_admm.experiment import TUNED_SETTINGS
-from dpnet.data.dataset import GroupData
-from dpnet.data.loaders import load_dataset, load_memset
+from dpnet.data import GroupData, load_dataset, load_memset
 from dpnet.run import main as dpnet_main
-from tests.reference import group_logistic_objective, group_logistic_optimum
 
 DELTA = 1e-5
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)

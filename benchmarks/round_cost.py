@@ -26,12 +26,15 @@ from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dposv
 from threadpoolctl import threadpool_limits
 
-from dpnet.config import parse_config
-from dpnet.decentralized.admm import ADMMConfig, MachineResult, run_machine
-from dpnet.decentralized.boundary import cross_boundary
-from dpnet.decentralized.machine import local_problem
-from dpnet.network.inprocess import run_in_process
-from dpnet.setup import prepare_problem
+from dpnet.cli import parse_config, prepare_problem
+from dpnet.decentralized import (
+    ADMMConfig,
+    MachineResult,
+    cross_boundary,
+    local_problem,
+    run_machine,
+)
+from dpnet.network import run_in_process
 
 OUT = Path(__file__).resolve().parent / "out" / "round_cost.csv"
 

@@ -10,7 +10,7 @@ J = 1: a single node; J = 5: the paper's graph (paper5); J = 10, 20: complete gr
 and ring. A few in-process runs (all machines as threads of one process) for comparison.
 Each configuration is launched --repeats times (timings: medians; rounds are deterministic).
 Every run records the objective each round; the gap is |F_t - F*| / F* against skglm's
-optimum F* on the same training data (tests/reference.py).
+optimum F* on the same training data (devtools/reference.py).
 
 Writes benchmarks/out/scaling_{mode}.csv and .png and prints the table.
 """
@@ -32,8 +32,8 @@ from benchmarks.common import (
     run_job,
     write_csv,
 )
-from dpnet.config import parse_config
-from dpnet.setup import prepare_problem
+from devtools.workloads import job_argv  # noqa: F401 - imported from here by the scripts
+from dpnet.cli import parse_config, prepare_problem
 
 GAP = 1e-4
 MPI_RUNS = (
@@ -59,25 +59,6 @@ TIMED = (
 )
 # (n, n_groups): p = 3 * n_groups; the paper's three rows
 SIZES = {"quick": ((10_000, 16),), "full": ((10_000, 16), (10_000, 32), (100_000, 16))}
-
-
-def job_argv(n: int, n_groups: int, seed: int, tol: float, max_rounds: int) -> list[str]:
-    return [
-        "--n-samples",
-        str(n),
-        "--n-groups",
-        str(n_groups),
-        "--n-test",
-        "2000",
-        "--seed",
-        str(seed),
-        "--tol",
-        str(tol),
-        "--max-rounds",
-        str(max_rounds),
-        "--progress-every",
-        "1",
-    ]
 
 
 def f_star(argv: list[str]) -> float:

@@ -51,12 +51,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, stacked_job, write_csv
-from benchmarks.flop_count import factor_flops, matrix_flops, product_flops, solve_flops
-from dpnet.decentralized import admm, stacked
+from devtools.flop_count import factor_flops, matrix_flops, product_flops, solve_flops
+from dpnet.decentralized import NewtonThetaStep, StackedShards, admm, stacked
 from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.theta import KeptMatrices, NewtonThetaStep
-from dpnet.losses.margin import MarginLoss
+from dpnet.decentralized.theta import KeptMatrices
+from dpnet.losses import MarginLoss
 
 ROWS_PER_MACHINE = 100
 SEED = 1

@@ -7,7 +7,7 @@ For every J: ``python -m dpnet.run --backend simulated --machines J --topology r
 --n-samples 100J --seed 1 --max-rounds R`` (defaults otherwise: p = 48 in 16 groups, lambda 0.1,
 no privacy, so the rows are the ones skglm sees) in a process of its own, timed from outside
 (wall, peak resident memory from wait4). skglm's centralized optimum F* on the same rows
-(rebuilt from the seed by dpnet.setup.prepare_problem: the job's own data) gives the round from
+(rebuilt from the seed by dpnet.cli.setup.prepare_problem: the job's own data) gives the round from
 which the network objective stays within a relative 1e-6 of F*; seconds to that gap =
 start-up + that many rounds at the run's seconds per round. Writes
 benchmarks/out/simulated_scale.csv (one row per J) and prints it.
@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import OUT_DIR, reference_value, rounds_to_gap, thread_env, write_csv
-from dpnet.config import parse_config
-from dpnet.setup import prepare_problem
+from dpnet.cli import parse_config, prepare_problem
 
 GAP = 1e-6
 ROWS_PER_MACHINE = 100

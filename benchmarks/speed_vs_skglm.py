@@ -33,18 +33,17 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, rounds_to_gap, run_job, write_csv
-from dpnet.config import parse_config
-from dpnet.setup import prepare_problem
+from dpnet.cli import parse_config, prepare_problem
 
 SKGLM_TOLS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-12)
 
 
 def skglm_times(X: np.ndarray, y: np.ndarray, groups: np.ndarray, lam: float, repeats: int):
     """{tol: (median wall seconds, median CPU seconds, objective)} of GroupProxNewton on
-    (X, y) as in tests/reference.py, with one BLAS thread (like every rank)."""
+    (X, y) as in devtools/reference.py, with one BLAS thread (like every rank)."""
     from skglm.solvers import GroupProxNewton
 
-    from tests.reference import group_logistic_objective, skglm_problem
+    from devtools.reference import group_logistic_objective, skglm_problem
 
     X_aug, datafit, penalty = skglm_problem(X, groups, lam)
 

@@ -46,12 +46,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, reference_value, run_job, write_csv
-from dpnet.decentralized import admm, steps
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices, NewtonThetaStep, gradient_thetas
-from dpnet.network.inprocess import run_in_process
-from dpnet.network.topology import build_topology
-from dpnet.penalties.group import groups_from_labels
+from dpnet.decentralized import NewtonThetaStep, StackedShards, admm, steps
+from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices, gradient_thetas
+from dpnet.network import build_topology, run_in_process
+from dpnet.penalties import groups_from_labels
 
 N, J, GROUP_SIZE, LAM, SEED = 100, 5, 5, 0.1, 0
 P_GRID = (500, 2000, 5000)

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import OUT_DIR, write_csv
-from benchmarks.large_network import GAP, LAM, MACHINES, N_GROUPS, TOPOLOGIES, one_run, plot
+from benchmarks.large_network import MACHINES, TOPOLOGIES, plot
 from benchmarks.speed_vs_skglm import SKGLM_TOLS, skglm_times
-from dpnet.data.synthetic import make_group_logistic
+from devtools.large_network import GAP, LAM, N_GROUPS, one_run
+from dpnet.data import make_group_logistic
 
 STARTS: dict[str, dict[str, Any]] = {"spectral": {"feature_curvature": None}, "curvature": {}}
 

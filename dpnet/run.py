@@ -27,21 +27,7 @@ from dpnet.errors import (
     interrupted_exit,
     signal_exception,
 )
-
-OPEN_MPI_RANK = "OMPI_COMM_WORLD_RANK"  # set by Open MPI's launcher only
-RANK_VARIABLES = ("PMI_RANK", OPEN_MPI_RANK, "PMIX_RANK")
-
-
-def launcher_rank() -> tuple[int, bool]:
-    """(rank announced by mpiexec, whether mpiexec started us at all: also for -n 1)."""
-    found = [int(os.environ[v]) for v in RANK_VARIABLES if v in os.environ]
-    return (found[0] if found else 0), bool(found)
-
-
-def launched_by_open_mpi() -> bool:
-    """Whether Open MPI's launcher started this process (it ends the whole job at the first
-    rank's non-zero exit, and handles a signal to itself on its own)."""
-    return OPEN_MPI_RANK in os.environ
+from dpnet.network.launcher import launched_by_open_mpi, launcher_rank
 
 
 def _exit_now(signum: int, frame: FrameType | None) -> None:
@@ -141,7 +127,7 @@ def entry() -> None:
         signal.signal(signal.SIGINT, _exit_now)
     signal.signal(signal.SIGTERM, _exit_now)
     try:
-        from dpnet.cli import main
+        from dpnet.cli.command import main
 
         if not sigint_ignored:
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -162,11 +148,11 @@ def entry() -> None:
 
 
 def __getattr__(name: str) -> Any:
-    """``from dpnet.run import main`` (and the other names of :mod:`dpnet.cli`), loaded when
-    first asked for."""
-    from dpnet import cli
+    """``from dpnet.run import main`` (and the other names of :mod:`dpnet.cli.command`), loaded
+    when first asked for."""
+    from dpnet.cli import command
 
-    return getattr(cli, name)
+    return getattr(command, name)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,8 @@ from dpnet import run
 if run.launched_by_open_mpi():  # before numpy's BLAS threads start: they inherit the mask
     run._watch_launcher_teardown()
 
-from dpnet import job, simulation  # noqa: E402
-from dpnet.config import RunConfig  # noqa: E402
-from dpnet.decentralized.admm import ADMMConfig  # noqa: E402
-from dpnet.decentralized.columns import PublicColumns  # noqa: E402
+from dpnet.cli import RunConfig, job, simulation  # noqa: E402
+from dpnet.decentralized import ADMMConfig, PublicColumns  # noqa: E402
 
 Build = Callable[[RunConfig, PublicColumns | None], ADMMConfig]
 

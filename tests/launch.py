@@ -208,7 +208,7 @@ def run_job(
 def rank_pids(job: Job) -> dict[int, int]:
     """{MPI rank: pid} of the job's python processes started by mpiexec (the rank each
     launcher announces: hydra's PMI_RANK, Open MPI's OMPI_COMM_WORLD_RANK, PMIx's PMIX_RANK)."""
-    from dpnet.run import RANK_VARIABLES
+    from dpnet.network import RANK_VARIABLES
 
     found = {}
     for pid in session_processes(job.marker):

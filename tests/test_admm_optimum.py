@@ -7,9 +7,9 @@ import warnings
 import numpy as np
 import pytest
 
-from dpnet.data.synthetic import make_group_logistic
+from devtools.reference import group_logistic_objective, group_logistic_optimum
+from dpnet.data import make_group_logistic
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from tests.reference import group_logistic_objective, group_logistic_optimum
 
 LAM = 0.15
 

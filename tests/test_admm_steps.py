@@ -7,14 +7,21 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from dpnet.decentralized.admm import ADMMConfig, StepClock, balance_penalty, run_machine
+from dpnet.decentralized import (
+    ADMMConfig,
+    GroupStructure,
+    LocalData,
+    NewtonThetaStep,
+    StackedShards,
+    run_machine,
+)
+from dpnet.decentralized.admm import StepClock, balance_penalty
 from dpnet.decentralized.block import BlockEdges
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import GroupStructure, LocalData, dual_update, z_update
-from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep, gradient_thetas
-from dpnet.losses.margin import Logistic, UnbiasedLogistic
-from dpnet.network.inprocess import run_in_process
-from dpnet.penalties.group import groups_from_labels
+from dpnet.decentralized.steps import dual_update, z_update
+from dpnet.decentralized.theta import NO_ANCHORS, gradient_thetas
+from dpnet.losses import Logistic, UnbiasedLogistic
+from dpnet.network import run_in_process
+from dpnet.penalties import groups_from_labels
 
 RNG = np.random.default_rng(42)
 LABELS = np.array([0, 0, 1, 1, 1, 2])

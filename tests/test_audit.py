@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from dpnet.audit import (
+from devtools.audit import (
     add_remove_pairs,
     audit_epsilon,
     extreme_rows,
@@ -17,9 +17,14 @@ from dpnet.audit import (
     replace_one_pairs,
 )
 from dpnet.errors import PrivacyError
-from dpnet.privacy.clipping import clip_rows_l2, clip_values
-from dpnet.privacy.gaussian import gaussian_sigma
-from dpnet.privacy.mechanisms import gaussian_mechanism, laplace_mechanism, randomized_response
+from dpnet.privacy import (
+    clip_rows_l2,
+    clip_values,
+    gaussian_mechanism,
+    gaussian_sigma,
+    laplace_mechanism,
+    randomized_response,
+)
 
 pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job
 

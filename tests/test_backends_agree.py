@@ -147,7 +147,7 @@ def test_a_difference_is_caught():
 
 
 def test_the_estimator_gives_the_same_fit_on_both_backends():
-    from dpnet.data.synthetic import make_group_logistic
+    from dpnet.data import make_group_logistic
     from dpnet.estimators import DecentralizedGroupLassoLogistic
 
     data = make_group_logistic(600, n_groups=8, rng=np.random.default_rng(8))

@@ -8,20 +8,23 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.data.partition import split_rows
-from dpnet.data.synthetic import make_group_logistic
-from dpnet.decentralized.admm import ADMMConfig, run_machine
+from devtools.reference import group_logistic_objective, group_logistic_optimum
+from dpnet.data import make_group_logistic, split_rows
+from dpnet.decentralized import (
+    ADMMConfig,
+    GroupStructure,
+    LocalData,
+    NewtonThetaStep,
+    StackedShards,
+    run_machine,
+)
 from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.block import BlockEdges, tree_sum
 from dpnet.decentralized.cv import network_sum
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep
-from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
-from dpnet.network.inprocess import run_in_process
-from dpnet.network.topology import build_topology
-from dpnet.penalties.group import groups_from_labels
-from tests.reference import group_logistic_objective, group_logistic_optimum
+from dpnet.decentralized.theta import NO_ANCHORS
+from dpnet.losses import Logistic, MarginLoss, UnbiasedLogistic
+from dpnet.network import build_topology, run_in_process
+from dpnet.penalties import groups_from_labels
 
 LAM = 0.1
 

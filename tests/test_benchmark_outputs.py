@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from benchmarks.common import DOCS_DIR, OUT_DIR, report_path
+from devtools.results import DOCS_DIR, OUT_DIR, report_path
 
 PAPERS = ("paper1", "paper2", "paper3")
 NEEDS_DATA = ("paper2", "paper3")  # pages reporting on a real data set (Adult, MEMset)

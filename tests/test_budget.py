@@ -21,7 +21,7 @@ from dpnet.baselines.rdp_admm import (
     SSADMMClassifier,
 )
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.privacy.budget import BudgetAccountant, BudgetExceeded
+from dpnet.privacy import BudgetAccountant, BudgetExceeded
 
 
 def test_charges_add_up_to_the_cap_and_no_further() -> None:

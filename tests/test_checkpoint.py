@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpnet.network.comm import TrafficStats
+from dpnet.network import TrafficStats
 from tests.launch import run_job
 
 COMMON = ["--seed", "7", "--n-samples", "600", "--n-test", "200", "--tol", "1e-14", "--quiet"]
@@ -326,8 +326,8 @@ def test_kept_checkpoints_always_share_a_round(graph_name: str, every: int) -> N
     on an 8-ring with --checkpoint-every 1 (2 of 3 kill/resume runs)."""
     import networkx as nx
 
-    from dpnet.checkpoint import keep_count
-    from dpnet.decentralized.termination import tree_plan
+    from dpnet.cli.checkpoint import keep_count
+    from dpnet.decentralized import tree_plan
 
     kind, size = graph_name.split("-")
     graph = {
@@ -375,7 +375,8 @@ def test_a_killed_writers_temporary_file_is_swept_when_the_machine_starts(tmp_pa
     """A rank killed while writing leaves ``.round-*.tmp``; it was swept at the next write
     only, so a resumed run that ended before its first checkpoint kept it (chaos test,
     SIGSTOP in the rounds)."""
-    from dpnet.checkpoint import Checkpointer, machine_dir
+    from dpnet.cli import Checkpointer
+    from dpnet.cli.checkpoint import machine_dir
 
     own, other = machine_dir(tmp_path, 1), machine_dir(tmp_path, 2)
     for directory in (own, other):

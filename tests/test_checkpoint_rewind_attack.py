@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpnet import checkpoint, streams
+from dpnet import streams
+from dpnet.cli import checkpoint
 from dpnet.run import main
 from tests.launch import run_job
 

@@ -256,7 +256,7 @@ def test_a_negative_value_after_a_space_gets_the_hint(capsys):
 
 def test_help_names_both_privacy_modes():
     """--help called the job label-private only (issue 45)."""
-    from dpnet.config import build_parser
+    from dpnet.cli import build_parser
 
     text = " ".join(build_parser().format_help().split())
     assert "label-private" not in text
@@ -265,7 +265,7 @@ def test_help_names_both_privacy_modes():
 
 def test_help_gives_each_default_once():
     """--help said '(default: from the graph's Laplacian...) (default: None)'."""
-    from dpnet.config import build_parser
+    from dpnet.cli import build_parser
 
     text = " ".join(build_parser().format_help().split())
     options = text.split(" --")[1:]

@@ -17,19 +17,13 @@ import numpy as np
 import pytest
 from scipy.linalg import svdvals
 
-from dpnet.config import parse_config
-from dpnet.decentralized.boundary import RawShard, cross_boundary
-from dpnet.decentralized.columns import (
-    POOLED_SCATTER_ENTRIES,
-    ColumnMoments,
-    PublicColumns,
-    public_columns,
-)
+from dpnet.cli import parse_config, prepare_problem
+from dpnet.decentralized import PublicColumns, RawShard, cross_boundary, public_columns
+from dpnet.decentralized.columns import POOLED_SCATTER_ENTRIES, ColumnMoments
 from dpnet.decentralized.machine import in_given_columns
 from dpnet.errors import PrivacyError
-from dpnet.privacy.modes import LabelPrivacy
+from dpnet.privacy import LabelPrivacy
 from dpnet.run import main
-from dpnet.setup import prepare_problem
 
 ROWS = (50, 80, 65)
 

@@ -14,12 +14,10 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.data.synthetic import make_group_logistic
-from dpnet.decentralized.admm import ADMMConfig, run_machine
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.network.inprocess import run_in_process
-from dpnet.network.topology import build_topology
-from dpnet.penalties.group import groups_from_labels
+from dpnet.data import make_group_logistic
+from dpnet.decentralized import ADMMConfig, GroupStructure, LocalData, run_machine
+from dpnet.network import build_topology, run_in_process
+from dpnet.penalties import groups_from_labels
 
 LAM = 0.1
 
@@ -83,7 +81,7 @@ def test_round_loop_inprocess():
 def test_exchange_mpi():
     from mpi4py import MPI
 
-    from dpnet.network.mpi_comm import MPICommunicator
+    from dpnet.network import MPICommunicator
 
     comm = MPICommunicator(_graph(MPI.COMM_WORLD.Get_size()))
     try:
@@ -96,7 +94,7 @@ def test_exchange_mpi():
 def test_round_loop_mpi_equals_inprocess_bitwise():
     from mpi4py import MPI
 
-    from dpnet.network.mpi_comm import MPICommunicator
+    from dpnet.network import MPICommunicator
 
     size = MPI.COMM_WORLD.Get_size()
     graph = _graph(size)
@@ -118,8 +116,8 @@ def test_setup_agreement_on_comm_world():
     settings are named."""
     from mpi4py import MPI
 
-    from dpnet.network.mpi_comm import MPISetup
-    from dpnet.pipeline import settings_mismatch
+    from dpnet.cli.pipeline import settings_mismatch
+    from dpnet.network import MPISetup
 
     world = MPISetup()
     last = world.size - 1

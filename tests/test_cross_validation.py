@@ -15,19 +15,25 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.data.partition import split_rows
-from dpnet.decentralized import boundary
+from devtools.reference import group_logistic_optimum
+from dpnet.data import split_rows
+from dpnet.decentralized import (
+    ADMMConfig,
+    ArrayBlock,
+    Block,
+    CommBlock,
+    GroupStructure,
+    LocalData,
+    boundary,
+    run_machine,
+)
 from dpnet.decentralized import cv as cvm
-from dpnet.decentralized.admm import ADMMConfig, run_machine
-from dpnet.decentralized.block import ArrayBlock, Block, CommBlock
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.losses.margin import Logistic, UnbiasedLogistic
-from dpnet.network.inprocess import run_in_process
-from dpnet.penalties.group import groups_from_labels
+from dpnet.losses import Logistic, UnbiasedLogistic
+from dpnet.network import run_in_process
+from dpnet.penalties import groups_from_labels
 from dpnet.run import main
 from dpnet.streams import machine_flip_stream, machine_fold_stream
 from tests.launch import run_job
-from tests.reference import group_logistic_optimum
 
 J, N, P, K = 5, 150, 6, 3
 GROUPS = np.repeat(np.arange(3), 2)

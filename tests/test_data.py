@@ -13,18 +13,20 @@ from scipy.special import expit
 from sklearn.datasets import dump_svmlight_file
 from sklearn.preprocessing import MinMaxScaler
 
-from dpnet.data.dataset import GroupData, to_pm1
-from dpnet.data.labels import LabelDomain
-from dpnet.data.loaders import (
+from dpnet.data import (
+    GroupData,
+    LabelDomain,
     load_adult,
     load_dataset,
     load_ipums,
     load_memset,
+    make_group_logistic,
     parse_groups,
     scale_rows,
+    split_rows,
+    to_pm1,
+    train_test_split_indices,
 )
-from dpnet.data.partition import split_rows, train_test_split_indices
-from dpnet.data.synthetic import make_group_logistic
 from dpnet.errors import ConfigError, DataError
 
 DATA_DIR = Path(

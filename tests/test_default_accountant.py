@@ -15,7 +15,7 @@ from sklearn.model_selection import GridSearchCV
 import dpnet.privacy
 from dpnet.baselines.median import DPMedianRegressor
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.privacy.budget import BudgetAccountant, charge, default_accountant
+from dpnet.privacy import BudgetAccountant, charge, default_accountant
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 FAST = {"backend": "simulated", "max_rounds": 5, "n_machines": 2, "classes": (0, 1)}

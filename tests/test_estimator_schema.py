@@ -18,8 +18,7 @@ import pytest
 from dpnet.data.dataset import MAX_ABS_FEATURE
 from dpnet.errors import ConfigError
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.privacy import PrivacyLeakWarning
-from dpnet.privacy.budget import BudgetAccountant
+from dpnet.privacy import BudgetAccountant, PrivacyLeakWarning
 
 MODES = {
     "label": {"privacy": "label", "epsilon": 1.0},

@@ -1,4 +1,4 @@
-"""The flop counter of benchmarks/flop_count.py (read by benchmarks/machine_replay.py):
+"""The flop counter of devtools/flop_count.py (read by benchmarks/machine_replay.py):
 closed-form counts for each kind of call the Newton theta step (theta.NewtonThetaStep) makes,
 and a counted theta step that is bitwise the uncounted one."""
 
@@ -6,10 +6,8 @@ import numpy as np
 import scipy.linalg.blas
 import scipy.linalg.lapack
 
-from benchmarks.flop_count import counting_flops
-from dpnet.decentralized import theta
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import LocalData
+from devtools.flop_count import counting_flops
+from dpnet.decentralized import LocalData, StackedShards, theta
 
 
 def _data(n: int = 60, p: int = 5, seed: int = 0) -> LocalData:
@@ -41,8 +39,8 @@ def test_each_kind_of_call_counts_its_closed_form() -> None:
 
 def test_a_counted_theta_step_is_the_uncounted_one(monkeypatch) -> None:  # noqa: ANN001
     """Counting changes no bit of a Newton theta step; it counts one Newton matrix per
-    matrix the step forms (KeptMatrices.form), a factor and an inverse for each, and products with X~ in
-    whole multiples of 2 n d: at least the start's margins and gradient, and for every
+    matrix the step forms (KeptMatrices.form), a factor and an inverse for each, and products
+    with X~ in whole multiples of 2 n d: at least the start's margins and gradient, and for every
     matrix formed its own margins and its iteration's step margins and new gradient."""
     data = _data()
     n, d = data.X_aug.shape

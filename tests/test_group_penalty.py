@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpnet.decentralized.steps import GroupStructure
-from dpnet.penalties.group import objective_penalty, selected_groups
+from dpnet.decentralized import GroupStructure
+from dpnet.penalties import objective_penalty, selected_groups
 
 GRP_PTR, GRP_INDICES = np.array([0, 2, 3, 5]), np.arange(5)  # columns 0-1, 2, 3-4
 

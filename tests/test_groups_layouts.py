@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpnet.data.loaders import column_groups, groups_width, load_dataset, parse_groups
+from dpnet.data import column_groups, groups_width, load_dataset, parse_groups
 from dpnet.errors import DataError
 from dpnet.run import main
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpnet.config import RunConfig
-from dpnet.data.synthetic import make_group_logistic
+from dpnet.cli import RunConfig
+from dpnet.data import make_group_logistic
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.privacy.mechanisms import randomized_response
+from dpnet.privacy import randomized_response
 from dpnet.streams import machine_flip_stream
 
 
@@ -132,7 +132,7 @@ def test_unbounded_unbiased_objective_is_reported_as_diverged():
 def test_held_out_rows_are_flipped_at_the_claimed_rate(epsilon):
     """The held-out rows' randomized response (rank 0's own stream, its own ledger partition)
     flips with probability 1 - p: half the flips (a weaker guarantee than recorded) fails."""
-    from dpnet.setup import prepare_problem
+    from dpnet.cli import prepare_problem
 
     config = RunConfig(
         epsilon=epsilon, n_samples=200, n_test=20_000, seed=5, oracle_output="unused.json"

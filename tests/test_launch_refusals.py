@@ -13,7 +13,7 @@ import json
 import networkx as nx
 import pytest
 
-from dpnet.config import parse_config
+from dpnet.cli import parse_config
 from dpnet.run import world_size_error
 from tests.launch import job_lines, run_job
 

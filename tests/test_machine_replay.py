@@ -4,7 +4,7 @@ benchmark raises otherwise), so its CPU time is that run's per-machine compute."
 
 import math
 
-from benchmarks.machine_replay import replay_job
+from devtools.machine_replay import replay_job
 
 
 def test_every_machine_replays_its_recorded_run() -> None:

@@ -8,9 +8,16 @@ import numpy as np
 import pytest
 
 from dpnet.errors import ConfigError
-from dpnet.losses.huberized_hinge import huberized_hinge_dloss, huberized_hinge_loss
-from dpnet.losses.logistic import logistic_dloss, logistic_loss
-from dpnet.losses.margin import HuberizedHinge, Logistic, MarginLoss, UnbiasedLogistic
+from dpnet.losses import (
+    HuberizedHinge,
+    Logistic,
+    MarginLoss,
+    UnbiasedLogistic,
+    huberized_hinge_dloss,
+    huberized_hinge_loss,
+    logistic_dloss,
+    logistic_loss,
+)
 
 LOSSES = [
     Logistic(),

@@ -1,4 +1,4 @@
-"""Monte Carlo audits (dpnet.audit) of the three DP median algorithms on small problems.
+"""Monte Carlo audits (devtools.audit) of the three DP median algorithms on small problems.
 
 Each honest algorithm must show no violation of its claimed epsilon; versions with half the
 noise (run at 2 epsilon while claiming epsilon) are caught for Alg. 2 and 3, whose bounds are
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpnet.audit import audit_epsilon
+from devtools.audit import audit_epsilon
 from dpnet.baselines.median.algorithms import (
     CERT_SLACK,
     dp_coordinate_descent,
@@ -19,7 +19,7 @@ from dpnet.baselines.median.algorithms import (
     irls_fit,
 )
 from dpnet.baselines.median.privacy import irls_l2_sensitivity
-from dpnet.privacy.mechanisms import laplace_mechanism
+from dpnet.privacy import laplace_mechanism
 
 pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job
 

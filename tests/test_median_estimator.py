@@ -16,7 +16,7 @@ from dpnet.baselines.median import (
 from dpnet.baselines.median.algorithms import private_start_share
 from dpnet.baselines.median.numerics import exact_lad, ridge_lad_exact
 from dpnet.errors import ConfigError, DataError
-from dpnet.privacy.ledger import PrivacyLedger
+from dpnet.privacy import PrivacyLedger
 
 
 @pytest.fixture(scope="module")

@@ -107,7 +107,7 @@ def test_noise_free_objective_perturbation_is_smoothed_minimiser(data):
 
 
 def test_irls_fixed_point_minimises_log_smoothed_objective(data):
-    from dpnet.losses.absolute import log_smoothed_abs, log_smoothed_abs_derivative
+    from dpnet.losses import log_smoothed_abs, log_smoothed_abs_derivative
 
     X, y = data
     e, lam, a_mu = 0.05, 0.002, 0.04
@@ -150,8 +150,8 @@ def test_warm_started_fits_are_the_minimisers_on_all_rows():
 
     from dpnet.baselines.median.algorithms import WARM_START_ROWS, dp_objective_perturbation
     from dpnet.baselines.median.privacy import calibrate_objective_perturbation
-    from dpnet.losses.absolute import log_smoothed_abs, log_smoothed_abs_derivative
-    from dpnet.privacy.mechanisms import objective_perturbation_noise
+    from dpnet.losses import log_smoothed_abs, log_smoothed_abs_derivative
+    from dpnet.privacy import objective_perturbation_noise
 
     X, y = simulate_median_data(40_000, rng=np.random.default_rng(11))
     n, d = X.shape

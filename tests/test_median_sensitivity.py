@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from dpnet.audit import max_sensitivity, replace_one_pairs
+from devtools.audit import max_sensitivity, replace_one_pairs
 from dpnet.baselines.median.algorithms import CERT_SLACK, irls_fit
 from dpnet.baselines.median.numerics import lad_descent_direction
 from dpnet.baselines.median.privacy import (
@@ -20,7 +20,7 @@ from dpnet.baselines.median.privacy import (
     jacobian_log_bound,
     split_epsilon,
 )
-from dpnet.losses.huber import huber_curvature, huber_derivative
+from dpnet.losses import huber_curvature, huber_derivative
 
 X_BOUND = 1.0
 
@@ -33,7 +33,7 @@ def _extreme_records(d: int, y_values: tuple[float, ...]) -> list[tuple[np.ndarr
 
 
 def _max_over_neighbours(statistic, X, y, candidates, norm) -> float:
-    """dpnet.audit.max_sensitivity over D, D' whose last row is replaced by candidates."""
+    """devtools.audit.max_sensitivity over D, D' whose last row is replaced by candidates."""
     pairs = replace_one_pairs(X, y, candidates, indices=[X.shape[0] - 1])
     return max_sensitivity(lambda data: statistic(*data), pairs, norm)
 

@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from dpnet.data.loaders import load_dataset
+from devtools.reference import group_logistic_objective, group_logistic_optimum
+from dpnet.data import load_dataset
 from tests.launch import run_job
-from tests.reference import group_logistic_objective, group_logistic_optimum
 
 pytestmark = pytest.mark.mpi_launch
 
@@ -136,7 +136,7 @@ def test_a_rank_that_raises_aborts_the_whole_job():
 
 def test_each_rank_loads_its_own_shard(tmp_path):
     """--data 'part-{rank}.npz': rank 0 never sees the other rows; same result as a split."""
-    from dpnet.data.synthetic import make_group_logistic
+    from dpnet.data import make_group_logistic
 
     data = make_group_logistic(500, rng=np.random.default_rng(2))
     for j, idx in enumerate(np.array_split(np.arange(500), 5)):

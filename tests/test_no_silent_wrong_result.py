@@ -17,13 +17,12 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from dpnet.data.loaders import load_dataset
-from dpnet.decentralized.admm import ADMMConfig, run_machine
-from dpnet.decentralized.steps import GroupStructure, LocalData, scaled_residual
-from dpnet.decentralized.theta import NewtonThetaStep
+from dpnet.data import load_dataset
+from dpnet.decentralized import ADMMConfig, GroupStructure, LocalData, NewtonThetaStep, run_machine
+from dpnet.decentralized.steps import scaled_residual
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.network.inprocess import run_in_process
-from dpnet.penalties.group import groups_from_labels
+from dpnet.network import run_in_process
+from dpnet.penalties import groups_from_labels
 from dpnet.run import main
 from tests.launch import mpiexec_command, run_job
 
@@ -142,7 +141,7 @@ def test_csv_loader_never_drops_a_row(tmp_path, header, bom, labels, domain):
     lines = (["a,b,y"] if header else []) + _csv_rows(200, labels)
     path = tmp_path / "d.csv"
     path.write_bytes(("\ufeff" if bom else "").encode() + "\n".join(lines).encode() + b"\n")
-    from dpnet.data.labels import LabelDomain
+    from dpnet.data import LabelDomain
 
     data = load_dataset(path, labels=LabelDomain.parse(domain))
     assert data.n_samples == 200
@@ -187,7 +186,7 @@ def test_large_but_representable_epsilon_runs(capsys):
 def test_keep_probability_never_spends_more_than_asked(epsilon):
     from mpmath import log, mp, mpf
 
-    from dpnet.privacy.binary_rr import keep_prob_from_epsilon
+    from dpnet.privacy import keep_prob_from_epsilon
 
     mp.dps = 50
     p = keep_prob_from_epsilon(epsilon)
@@ -214,12 +213,12 @@ def test_output_paths_are_checked_before_the_first_round(capsys, tmp_path):
 
 
 def test_failed_plot_after_a_good_run_keeps_the_results(tmp_path, capsys, monkeypatch):
-    import dpnet.plots
+    import dpnet.cli.plots
 
     def broken(report, path):
         raise OSError("disk full")
 
-    monkeypatch.setattr(dpnet.plots, "plot_convergence", broken)
+    monkeypatch.setattr(dpnet.cli.plots, "plot_convergence", broken)
     out = tmp_path / "r.json"
     assert (
         main(

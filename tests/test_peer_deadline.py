@@ -20,11 +20,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.decentralized.admm import ADMMConfig, run_machine
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.network.comm import PeerSilent
-from dpnet.network.inprocess import run_in_process
-from dpnet.penalties.group import groups_from_labels
+from dpnet.decentralized import ADMMConfig, GroupStructure, LocalData, run_machine
+from dpnet.network import PeerSilent, run_in_process
+from dpnet.penalties import groups_from_labels
 from tests.launch import finish_job, load_factor, run_job, session_processes, start_job
 
 TIMEOUT = 2.0

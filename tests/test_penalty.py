@@ -15,9 +15,17 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from benchmarks.large_network import one_run
-from dpnet.data.partition import split_rows
-from dpnet.data.synthetic import make_group_logistic
+from devtools.large_network import one_run
+from devtools.reference import group_logistic_objective, group_logistic_optimum
+from dpnet.data import make_group_logistic, split_rows
+from dpnet.decentralized import (
+    ADMMConfig,
+    GroupStructure,
+    LocalData,
+    LoopState,
+    ProgressRecord,
+    run_machine,
+)
 from dpnet.decentralized.admm import (
     ADAPT_FLOOR,
     BALANCING,
@@ -28,20 +36,13 @@ from dpnet.decentralized.admm import (
     DESCENT_WINDOW,
     NO_CHANGES,
     PENALTY_SCALE,
-    ADMMConfig,
-    LoopState,
-    ProgressRecord,
     initial_penalty,
     network_decision,
     record_change,
-    run_machine,
 )
 from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.network.inprocess import run_in_process
-from dpnet.network.topology import build_topology
-from dpnet.penalties.group import groups_from_labels
-from tests.reference import group_logistic_objective, group_logistic_optimum
+from dpnet.network import build_topology, run_in_process
+from dpnet.penalties import groups_from_labels
 
 LAM = 0.1
 

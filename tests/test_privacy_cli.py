@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from dpnet.privacy import epsilon_for
 from dpnet.privacy.__main__ import main
-from dpnet.privacy.rdp import epsilon_for
 
 BASE = ["--q", "0.01", "--steps", "500", "--delta", "1e-5"]
 

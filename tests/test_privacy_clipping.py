@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpnet.errors import DataError, PrivacyError
-from dpnet.privacy.clipping import check_row_norms, clip_per_example, clip_rows_l2, clip_values
+from dpnet.privacy import check_row_norms, clip_per_example, clip_rows_l2, clip_values
 
 
 def test_clip_rows_scales_only_long_rows() -> None:

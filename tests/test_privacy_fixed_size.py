@@ -11,8 +11,7 @@ from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import RdpAccountant
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy import fixed_size, rdp
-from dpnet.privacy.rdp import DEFAULT_ORDERS, calibrate_noise_multiplier, epsilon_for
+from dpnet.privacy import DEFAULT_ORDERS, calibrate_noise_multiplier, epsilon_for, fixed_size, rdp
 
 # fractional, exact-difference (<= 256) and Stirling-branch (> 256) orders
 ORDERS = np.array([1.05, 1.5, 2.0, 2.75, 7.25, 16.0, 33.0, 64.0, 100.0, 256.0, 300.0, 1024.0])

@@ -13,10 +13,13 @@ from dp_accounting import dp_event
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy import compose
-from dpnet.privacy.events import PureDpEvent
-from dpnet.privacy.ledger import PrivacyLedger
-from dpnet.privacy.rdp import DEFAULT_ORDERS, sampled_gaussian_event
+from dpnet.privacy import (
+    DEFAULT_ORDERS,
+    PrivacyLedger,
+    PureDpEvent,
+    compose,
+    sampled_gaussian_event,
+)
 
 RR3 = dp_event.RandomizedResponseDpEvent(noise_parameter=0.5, num_buckets=2)  # eps = ln 3
 

@@ -12,9 +12,8 @@ from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 from scipy import special, stats
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy import binary_rr, compose, discrete, gaussian, pld
+from dpnet.privacy import PureDpEvent, binary_rr, compose, discrete, gaussian, pld
 from dpnet.privacy import mechanisms as m
-from dpnet.privacy.events import PureDpEvent
 
 N = 4000
 
@@ -416,7 +415,8 @@ def test_the_largest_finite_label_budget_still_flips() -> None:
     """MAX_FINITE_EPSILON (the CLI's refusal threshold) keeps p below 1; a little past it,
     where e^eps / (1 + e^eps) rounds to 1, the budget is refused."""
     from dpnet.errors import PrivacyError
-    from dpnet.privacy.binary_rr import MAX_FINITE_EPSILON, keep_prob_from_epsilon
+    from dpnet.privacy import keep_prob_from_epsilon
+    from dpnet.privacy.binary_rr import MAX_FINITE_EPSILON
 
     assert keep_prob_from_epsilon(MAX_FINITE_EPSILON) < 1.0
     with pytest.raises(PrivacyError, match="rounds to 1"):
@@ -429,7 +429,7 @@ def test_the_record_count_budget_keeps_the_laplace_noise_alive() -> None:
     main job's held-out count (sensitivity 1) at MAX_COUNT_EPSILON is on the noisy side, a
     little past 1025 * 52 ln 2 it is not (issue 45, item 8: --epsilon 1e300 released the count
     without noise)."""
-    from dpnet.evaluation import MAX_COUNT_EPSILON
+    from dpnet.cli.evaluation import MAX_COUNT_EPSILON
 
     assert -math.expm1(-1.0 / discrete.MIN_LAPLACE_SCALE) < 1.0 - 2.0**-53  # G = 2 possible
 

@@ -12,9 +12,7 @@ from dp_accounting import dp_event
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 
-from dpnet.privacy import compose, pld, rdp
-from dpnet.privacy.events import PureDpEvent
-from dpnet.privacy.ledger import PrivacyLedger
+from dpnet.privacy import PrivacyLedger, PureDpEvent, compose, pld, rdp
 from tests.privacy_work import PrivacyWork
 
 G, POISSON = dp_event.GaussianDpEvent, dp_event.PoissonSampledDpEvent

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from dpnet.decentralized.admm import ProgressRecord
-from dpnet.report import ProgressPrinter
+from dpnet.cli import ProgressPrinter
+from dpnet.decentralized import ProgressRecord
 
 
 def _record(round_: int, objective: float = 0.5) -> ProgressRecord:
@@ -17,7 +17,7 @@ def _record(round_: int, objective: float = 0.5) -> ProgressRecord:
 
 def test_elapsed_time_and_time_left_at_the_pace_since_the_first_line(monkeypatch, capsys):
     clock = iter([10.0, 12.0, 14.0, 1010.0])  # set-up began at 10; lines at 12, 14, 1010 s
-    monkeypatch.setattr("dpnet.report.time.perf_counter", lambda: next(clock))
+    monkeypatch.setattr("dpnet.cli.report.time.perf_counter", lambda: next(clock))
     show = ProgressPrinter(max_rounds=1000)
     for round_ in (100, 200, 950):
         show(_record(round_))
@@ -53,7 +53,7 @@ def test_each_line_is_one_write_with_its_newline(monkeypatch):
     whatever was written: with the text and its newline in two calls (print), the line
     "dpnet: interrupted: every machine stopped" was glued to a progress line's text (CI)."""
     stderr = _Writes()
-    monkeypatch.setattr("dpnet.report.sys.stderr", stderr)
+    monkeypatch.setattr("dpnet.cli.report.sys.stderr", stderr)
     show = ProgressPrinter(max_rounds=100)
     for round_ in (1, 2, 3):
         show(_record(round_))

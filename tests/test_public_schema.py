@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpnet.data.loaders import load_dataset
-from dpnet.data.partition import split_rows
+from dpnet.data import load_dataset, split_rows
 from dpnet.decentralized import boundary
 from dpnet.errors import ConfigError, DataError
 from dpnet.run import main

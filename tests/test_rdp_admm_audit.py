@@ -1,4 +1,4 @@
-"""Audit of each method's release by dpnet.audit (Monte Carlo lower bound on epsilon).
+"""Audit of each method's release by devtools.audit (Monte Carlo lower bound on epsilon).
 
 Each estimator's ``fit`` is run for a single release on a tiny 1-D problem whose neighbours
 attain the stated sensitivity (rows s = 1, one label flipped, clip C = 1/2 = |l'(0)|):
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dpnet.baselines.rdp_admm.comparators as baselines
-from dpnet.audit import audit_epsilon
+from devtools.audit import audit_epsilon
 from dpnet.baselines.rdp_admm import (
     ADMMObjPClassifier,
     DPADMMClassifier,

@@ -18,7 +18,7 @@ from dpnet.baselines.rdp_admm import (
     SSADMMClassifier,
 )
 from dpnet.baselines.rdp_admm.common import get_loss, objective
-from dpnet.losses.huberized_hinge import (
+from dpnet.losses import (
     huberized_hinge_dloss,
     huberized_hinge_gradient,
     huberized_hinge_loss,

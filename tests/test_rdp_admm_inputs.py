@@ -24,7 +24,7 @@ from dpnet.baselines.rdp_admm import (
 )
 from dpnet.baselines.rdp_admm.data import coverage, make_synthetic, true_model
 from dpnet.errors import ConfigError, DataError, PrivacyError
-from dpnet.privacy.ledger import PrivacyLedger
+from dpnet.privacy import PrivacyLedger
 
 ALL = [SSADMMClassifier, DPSGDClassifier, MPADMMClassifier, DPADMMClassifier, ADMMObjPClassifier]
 

@@ -14,7 +14,7 @@ from scipy import stats
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from dpnet.audit import add_remove_pairs, extreme_rows, max_sensitivity, replace_one_pairs
+from devtools.audit import add_remove_pairs, extreme_rows, max_sensitivity, replace_one_pairs
 from dpnet.baselines.rdp_admm import (
     ADMMObjPClassifier,
     DPADMMClassifier,
@@ -25,8 +25,7 @@ from dpnet.baselines.rdp_admm import (
 from dpnet.baselines.rdp_admm.common import BatchSampler, clipped_gradient_sum, get_loss
 from dpnet.baselines.rdp_admm.model import mpadmm_epoch, mpadmm_sensitivities
 from dpnet.errors import PrivacyError
-from dpnet.privacy.ledger import PrivacyLedger
-from dpnet.privacy.rdp import epsilon_for, sampled_gaussian_event
+from dpnet.privacy import PrivacyLedger, epsilon_for, sampled_gaussian_event
 
 
 def small_problem(n: int = 6, p: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks import record_pairwise_audit as audit
-from dpnet.decentralized.admm import run_machine
-from dpnet.decentralized.record import RecordNoise
-from dpnet.network.inprocess import run_in_process
+from devtools import record_pairwise_audit as audit
+from dpnet.decentralized import RecordNoise, run_machine
+from dpnet.network import run_in_process
 
 ROUNDS = 8
 

@@ -16,19 +16,27 @@ from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 from scipy import optimize, stats
 
-from dpnet.audit import audit_epsilon, extreme_rows, max_sensitivity, replace_one_pairs
-from dpnet.decentralized import admm, boundary, record
-from dpnet.decentralized.admm import ADMMConfig, initial_penalty
+from devtools.audit import audit_epsilon, extreme_rows, max_sensitivity, replace_one_pairs
+from devtools.record_attack import theta_likelihood_ratio
+from dpnet.decentralized import (
+    ADMMConfig,
+    GroupStructure,
+    LocalData,
+    NewtonThetaStep,
+    RawShard,
+    RecordNoise,
+    StackedShards,
+    admm,
+    boundary,
+    record,
+)
+from dpnet.decentralized.admm import initial_penalty
 from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.record import RecordNoise, fixed_work, private_thetas
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep
+from dpnet.decentralized.record import fixed_work, private_thetas
+from dpnet.decentralized.theta import NO_ANCHORS
 from dpnet.errors import ConfigError
-from dpnet.losses.margin import Logistic, UnbiasedLogistic
-from dpnet.privacy.gaussian import composed_gaussian_delta, composed_gaussian_multiplier
-from tests.record_attack import theta_likelihood_ratio
+from dpnet.losses import Logistic, UnbiasedLogistic
+from dpnet.privacy import composed_gaussian_delta, composed_gaussian_multiplier
 
 R, N_ROWS, DIM = 3.0, 6, 3  # row bound, rows of the shard, features (intercept added)
 GROUPS = GroupStructure(np.arange(DIM + 1), np.arange(DIM), np.full(DIM, 0.1 / 6))
@@ -465,9 +473,8 @@ def test_over_relaxation_defaults_to_the_value_measured_for_each_mode(monkeypatc
     label privacy takes ADMMConfig's; --relaxation wins in either, on the CLI and in the
     estimator alike."""
     from dpnet import estimators
-    from dpnet.config import parse_config
+    from dpnet.cli import admm_config, parse_config
     from dpnet.decentralized.record import RECORD_RELAXATION
-    from dpnet.job import admm_config
 
     record = ["--privacy", "record", "--epsilon", "1", "--row-bound", "3"]
     assert RECORD_RELAXATION == 1.5 != ADMMConfig().relaxation
@@ -497,7 +504,7 @@ def test_the_estimator_is_record_private_on_both_backends() -> None:
     """privacy='record' from Python: the same noisy fit on the simulator and on threads (each
     machine's own streams), 100 rounds by default, the budget in privacy_ and the ledger, the
     objective withheld; and it refuses what the mode cannot take."""
-    from dpnet.data.synthetic import make_group_logistic
+    from dpnet.data import make_group_logistic
     from dpnet.estimators import DecentralizedGroupLassoLogistic
 
     data = make_group_logistic(6000, n_groups=6, rng=np.random.default_rng(11))
@@ -562,7 +569,8 @@ def test_the_held_out_count_carries_laplace_noise_of_scale_one_over_epsilon() ->
     """The held-out agreement count under record privacy (sensitivity 1): its noise over 4000
     fresh streams has mean 0 and standard deviation sqrt(2)/epsilon to 5 % (the discrete
     Laplace of scale ~1/epsilon); half of it would fail."""
-    from dpnet.evaluation import NOISY_COUNT, EvaluationSet, accuracy_estimate
+    from dpnet.cli import EvaluationSet, accuracy_estimate
+    from dpnet.cli.evaluation import NOISY_COUNT
 
     rng = np.random.default_rng(12)
     X = rng.standard_normal((400, 3))

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpnet.data.partition import train_test_split_indices
+from dpnet.data import train_test_split_indices
 from dpnet.run import main
 
 pytestmark = pytest.mark.slow  # statistical: many runs of a mechanism or of the job

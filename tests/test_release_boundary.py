@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpnet.data.partition import train_test_split_indices
+from dpnet.data import train_test_split_indices
 from tests.launch import run_job
 
 J = 5

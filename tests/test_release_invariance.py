@@ -4,7 +4,7 @@ the raw labels *and* the uniforms that produced the randomized labels from them 
 Each pair of runs uses the real mechanism with uniforms the test knows
 (``tests.varied_randomness``): run a draws from key 1, run b from key 2, and each run's raw labels
 are chosen so that the real randomized response yields the same target labels (many raw labels
-differ between the runs). Every surface of :data:`dpnet.surfaces.SURFACES` that is inside the
+differ between the runs). Every surface of :data:`devtools.surfaces.SURFACES` that is inside the
 release boundary must then be byte-identical: stdout, stderr, the results file, the plots, the
 checkpoints (also after a resume), every message a machine sends. An output that carries the
 mechanism's randomness (a stream state, a seed, a uniform) rather than a label differs between
@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devtools.surfaces import INPUT_PATH_OPTIONS, NON_PATH_OPTIONS, SURFACES, active_surfaces
 from dpnet import streams
-from dpnet.config import RunConfig, parse_config
-from dpnet.data.partition import split_rows, train_test_split_indices
-from dpnet.surfaces import INPUT_PATH_OPTIONS, NON_PATH_OPTIONS, SURFACES, active_surfaces
+from dpnet.cli import RunConfig, parse_config
+from dpnet.data import split_rows, train_test_split_indices
 from tests.launch import Completed, run_job
 from tests.varied_randomness import (
     FIXED_THETAS_VARIABLE,

@@ -16,10 +16,8 @@ import pytest
 import dpnet.decentralized.boundary as boundary
 from dpnet import streams
 from dpnet.baselines.rdp_admm import ESTABLISHED_METHODS, fit_rdp_admm_on_rows
-from dpnet.data.partition import split_rows
-from dpnet.privacy.ledger import PrivacyLedger
-from dpnet.privacy.mechanisms import randomized_response_event
-from dpnet.privacy.modes import DEFAULT_DELTA
+from dpnet.data import split_rows
+from dpnet.privacy import DEFAULT_DELTA, PrivacyLedger, randomized_response_event
 from dpnet.run import main
 
 

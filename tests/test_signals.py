@@ -68,13 +68,13 @@ def test_mpi_signal_at_any_moment(tmp_path, signum, after) -> None:  # noqa: ANN
 def test_an_unexpected_exception_outside_the_machines_is_one_line(monkeypatch, capsys) -> None:  # noqa: ANN001
     """Outside the machines (whose faults are MachineFailure lines) a bug in the job's own code
     was a traceback; the entry point turns it into the one line of a failed machine, exit 1."""
-    import dpnet.cli
+    import dpnet.cli.command
     from dpnet.run import entry
 
     def broken(**_: object) -> int:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(dpnet.cli, "main", broken)
+    monkeypatch.setattr(dpnet.cli.command, "main", broken)
     saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     try:
         with pytest.raises(SystemExit) as ended:

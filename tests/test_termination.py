@@ -7,14 +7,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.decentralized.termination import (
-    MESSAGE_SIZE,
-    N_STATS,
-    TreeAggregator,
-    combine,
-    tree_plan,
-)
-from dpnet.network.inprocess import run_in_process
+from dpnet.decentralized import TreeAggregator, tree_plan
+from dpnet.decentralized.termination import MESSAGE_SIZE, N_STATS, combine
+from dpnet.network import run_in_process
 
 ROUNDS = 40
 
@@ -124,7 +119,7 @@ def test_nan_on_one_machine_reaches_everyone():
 
 @pytest.mark.parametrize("n_machines", [8, 40])
 def test_message_size_does_not_grow_with_the_network(n_machines):
-    from dpnet.data.synthetic import make_group_logistic
+    from dpnet.data import make_group_logistic
     from dpnet.estimators import DecentralizedGroupLassoLogistic
 
     data = make_group_logistic(20 * n_machines, rng=np.random.default_rng(0))

@@ -9,13 +9,18 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.decentralized.admm import ADMMConfig, run_block
-from dpnet.decentralized.block import ArrayBlock
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices, NewtonThetaStep
-from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
-from tests.reference import plain_newton_theta_step, theta_subproblem_gradient
+from devtools.reference import plain_newton_theta_step, theta_subproblem_gradient
+from dpnet.decentralized import (
+    ADMMConfig,
+    ArrayBlock,
+    GroupStructure,
+    LocalData,
+    NewtonThetaStep,
+    StackedShards,
+    run_block,
+)
+from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices
+from dpnet.losses import Logistic, MarginLoss, UnbiasedLogistic
 
 
 def _shard(n: int, p: int, n_total: int, loss: MarginLoss, rng: np.random.Generator) -> LocalData:
@@ -57,7 +62,7 @@ def _count_forms(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize("loss", [Logistic(), UnbiasedLogistic(0.75)])
 def test_every_round_reaches_the_newton_solution(loss: MarginLoss, monkeypatch) -> None:  # noqa: ANN001
     """Same tolerance as Newton, fewer matrices: over 20 drifting rounds the kept-matrix
-    steps end where plain Newton (a matrix formed at every iteration, tests/reference.py)
+    steps end where plain Newton (a matrix formed at every iteration, devtools/reference.py)
     does, gradient norm <= 1e-12 each, forming under a third of the matrices Newton forms
     (two or more per round; at this tolerance most solves take more than CHORD_STEPS
     steps)."""

@@ -8,22 +8,18 @@ import warnings
 import numpy as np
 import pytest
 
-from dpnet.data.synthetic import make_group_logistic
-from dpnet.decentralized import admm
-from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.theta import MajorizedThetaStep
-from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
-from dpnet.network.inprocess import run_in_process
-from dpnet.network.topology import build_topology
-from dpnet.penalties.group import groups_from_labels
-from tests.reference import (
+from devtools.reference import (
     exact_theta_step,
     group_logistic_objective,
     group_logistic_optimum,
     theta_subproblem_gradient,
 )
+from dpnet.data import make_group_logistic
+from dpnet.decentralized import GroupStructure, LocalData, MajorizedThetaStep, StackedShards, admm
+from dpnet.decentralized.batched import run_batched
+from dpnet.losses import Logistic, MarginLoss, UnbiasedLogistic
+from dpnet.network import build_topology, run_in_process
+from dpnet.penalties import groups_from_labels
 
 
 def _subproblem(n: int, p: int, loss: MarginLoss | None = None, seed: int = 0):  # noqa: ANN202
@@ -58,7 +54,7 @@ def _mm(data: LocalData, n_steps: int) -> MajorizedThetaStep:
 )
 def test_iterations_descend_to_the_exact_theta_step(n: int, p: int, loss: MarginLoss) -> None:
     """Every MM iteration lowers the subproblem's objective; many reach the exact minimiser
-    (tests/reference.py) (tall shards: Cholesky of the (p+1) system; wide ones: Woodbury,
+    (devtools/reference.py) (tall shards: Cholesky of the (p+1) system; wide ones: Woodbury,
     n_j < p + 1)."""
     data, center, rho, theta0 = _subproblem(n, p, loss)
     values = [_objective(data, center, rho, theta0)]

@@ -9,26 +9,19 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.decentralized import admm
-from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.theta import (
-    NO_ANCHORS,
-    KeptMatrices,
-    NewtonThetaStep,
-    woodbury_direction,
-)
-from dpnet.losses.margin import Logistic, MarginLoss, UnbiasedLogistic
-from dpnet.network.inprocess import run_in_process
-from dpnet.penalties.group import groups_from_labels
-from tests.reference import (
+from devtools.reference import (
     exact_theta_step,
     group_logistic_objective,
     group_logistic_optimum,
     plain_newton_theta_step,
     theta_subproblem_gradient,
 )
+from dpnet.decentralized import GroupStructure, LocalData, NewtonThetaStep, StackedShards, admm
+from dpnet.decentralized.batched import run_batched
+from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices, woodbury_direction
+from dpnet.losses import Logistic, MarginLoss, UnbiasedLogistic
+from dpnet.network import run_in_process
+from dpnet.penalties import groups_from_labels
 
 
 def _wide(
@@ -56,7 +49,7 @@ def _newton(data: LocalData, center: np.ndarray, rho: float, theta0: np.ndarray)
 def _assert_minimises(data: LocalData, center, rho: float, theta, exact) -> None:  # noqa: ANN001
     """theta is the subproblem's minimiser to what its gradient allows: the subproblem is
     rho-strongly convex, so ||theta - theta*|| <= ||g(theta)|| / rho, against an exact
-    minimiser of gradient norm <= 1e-12 (tests/reference.py, scipy's trust-ncg)."""
+    minimiser of gradient norm <= 1e-12 (devtools/reference.py, scipy's trust-ncg)."""
     grad = np.linalg.norm(theta_subproblem_gradient(data, center, rho, theta))
     grad_exact = np.linalg.norm(theta_subproblem_gradient(data, center, rho, exact))
     assert grad_exact <= 1e-12
@@ -145,7 +138,7 @@ def test_newton_step_on_wide_data_is_the_exact_minimiser(loss: MarginLoss, scale
 
 @pytest.mark.parametrize(("n", "p"), [(80, 6), (40, 39), (20, 60)])
 def test_newton_step_is_plain_newton_to_rounding(n: int, p: int) -> None:
-    """Against plain dense Newton (tests/reference.py, the theta step before kept matrices and
+    """Against plain dense Newton (devtools/reference.py, the theta step before kept matrices and
     Woodbury): on a wide shard the Newton iterations are the same and the Woodbury solves
     and the carried margins change only the last bits; on a tall one the steps on kept
     matrices take other iterates to the same gradient tolerance 1e-12, so the two ends lie

@@ -10,20 +10,21 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.decentralized import steps
-from dpnet.decentralized.admm import ADMMConfig, run_machine
-from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import (
-    NEWTON_TOL,
+from dpnet.decentralized import (
+    ADMMConfig,
     GroupStructure,
     LocalData,
-    scaled_residual,
-    theta_tolerance,
+    NewtonThetaStep,
+    StackedShards,
+    ThetaResult,
+    run_machine,
+    steps,
 )
-from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep, ThetaResult
-from dpnet.losses.margin import Logistic
-from dpnet.network.inprocess import run_in_process
+from dpnet.decentralized.batched import run_batched
+from dpnet.decentralized.steps import NEWTON_TOL, scaled_residual, theta_tolerance
+from dpnet.decentralized.theta import NO_ANCHORS
+from dpnet.losses import Logistic
+from dpnet.network import run_in_process
 
 
 def _shard(n: int, p: int, seed: int = 0) -> LocalData:

@@ -10,12 +10,12 @@ import networkx as nx
 import pytest
 
 from dpnet.errors import TopologyError
-from dpnet.network import topology
-from dpnet.network.topology import (
+from dpnet.network import (
     TOPOLOGY_NAMES,
     build_topology,
     describe_topology,
     neighbours,
+    topology,
     validate_topology,
 )
 

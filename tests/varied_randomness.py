@@ -16,7 +16,7 @@ mechanism, the real streams module, the real output code) except that
   the sequence of its loss evaluations with their sizes and its Newton solves and
   factorizations, so the work of every round; at exit each process writes one
   ``process <rank> operations`` line (every thread's count and the digest of its sequence);
-- every message a machine sends is hashed, by surface of :data:`dpnet.surfaces.SURFACES`
+- every message a machine sends is hashed, by surface of :data:`devtools.surfaces.SURFACES`
   ("neighbour messages"; "final gather", without the oracle part, which is a surface of its
   own), and at exit each process writes ``machine <rank> <surface>: <digest>`` lines to the
   file ``DPNET_TEST_MESSAGES/<pid>.txt``.
@@ -42,7 +42,7 @@ from dpnet import run, streams
 from dpnet.decentralized import boundary, theta
 from dpnet.losses import margin
 from dpnet.network import inprocess
-from dpnet.privacy.binary_rr import flip_labels
+from dpnet.privacy import flip_labels
 from tests.stopped_clocks import stop_clocks
 
 HOLDOUT = -1  # the part number of the held-out rows; machines are 0..J-1
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     _hash_messages(inprocess.InProcessCommunicator)
     _count_operations()
     if "OMPI_COMM_WORLD_RANK" in os.environ or "PMI_RANK" in os.environ:
-        from dpnet.network.mpi_comm import MPICommunicator
+        from dpnet.network import MPICommunicator
 
         _hash_messages(MPICommunicator)
     atexit.register(_write_digests)

@@ -4,7 +4,7 @@ A LIBSVM file whose one index is 2e9 densified into a 2.9 TiB array (MemoryError
 traceback), ``--n-samples 1e8`` into 36 GiB; now either is one line naming the size. The bound
 is the memory the kernel reports available (``MemAvailable``) for the copies the job holds at
 once (rank 0's rows, their temporaries, the machines' shards); the simulated backend adds
-its own arrays (:func:`dpnet.simulation.simulator_bytes`, checked with :func:`check_bytes`).
+its own arrays (:func:`dpnet.cli.simulation.simulator_bytes`, checked with :func:`check_bytes`).
 """
 
 from __future__ import annotations

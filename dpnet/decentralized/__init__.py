@@ -1,1 +1,48 @@
-"""Decentralized group-lasso logistic ADMM: pure-numpy steps and the round loop."""
+"""Decentralized group-lasso logistic ADMM: pure-numpy steps and the round loop.
+
+The supported names are listed in ``__all__`` and loaded lazily from their modules on first
+access, so importing the package, or one module of it, costs no more than before. The
+modules' other names are internals: tests may import them from the module itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "ADMMConfig": "admm",
+    "LoopState": "admm",
+    "MachineResult": "admm",
+    "ProgressRecord": "admm",
+    "run_block": "admm",
+    "run_machine": "admm",
+    "ArrayBlock": "block",
+    "Block": "block",
+    "CommBlock": "block",
+    "PrivateShard": "boundary",
+    "RawShard": "boundary",
+    "cross_boundary": "boundary",
+    "PublicColumns": "columns",
+    "public_columns": "columns",
+    "local_problem": "machine",
+    "randomize_all": "machine",
+    "RecordNoise": "record",
+    "StackedShards": "stacked",
+    "GroupStructure": "steps",
+    "LocalData": "steps",
+    "local_objective": "steps",
+    "TreeAggregator": "termination",
+    "tree_plan": "termination",
+    "MajorizedThetaStep": "theta",
+    "NewtonThetaStep": "theta",
+    "ThetaResult": "theta",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"dpnet.decentralized.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'dpnet.decentralized' has no attribute {name!r}")

@@ -204,7 +204,7 @@ class Communicator(Protocol):
 class World(Protocol):
     """One machine's view of a backend around the algorithm: set-up agreement and delivery
     between the machines, then the communicator of the machine graph. The main job's pipeline
-    (:mod:`dpnet.pipeline`) is written against it once; MPI
+    (:mod:`dpnet.cli.pipeline`) is written against it once; MPI
     (:class:`~dpnet.network.mpi_comm.MPISetup`) and threads
     (:class:`~dpnet.network.inprocess.ThreadWorld`) implement it."""
 

@@ -43,7 +43,7 @@ from dpnet.network.comm import (
     PeerSilent,
     TrafficStats,
 )
-from dpnet.run import launched_by_open_mpi
+from dpnet.network.launcher import launched_by_open_mpi
 
 mpi4py.rc.initialize = False  # started by start_within(): a deadline on MPI_Init too
 mpi4py.rc.finalize = True

@@ -38,6 +38,11 @@ _LAZY = {
     "LabelPrivacy": "modes",
     "RecordPrivacy": "modes",
     "privacy_mode": "modes",
+    "flip_labels": "binary_rr",
+    "charge": "budget",
+    "composed_gaussian_delta": "gaussian",
+    "randomized_response_event": "mechanisms",
+    "DEFAULT_DELTA": "modes",
 }
 
 __all__ = list(_LAZY)

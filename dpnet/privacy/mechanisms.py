@@ -47,7 +47,7 @@ def laplace_mechanism(
     Below t = :data:`~dpnet.privacy.discrete.MIN_LAPLACE_SCALE` (epsilon > 36 Delta'/g)
     numpy's sampler never draws a non-zero value: the output is k g, without noise. Callers
     that state epsilon to a user keep epsilon below that (the main job's held-out count:
-    :data:`dpnet.evaluation.MAX_COUNT_EPSILON`).
+    :data:`dpnet.cli.evaluation.MAX_COUNT_EPSILON`).
 
     Rounding moves each coordinate by at most g/2 and the clip is 1-Lipschitz, so neighbours'
     k differ by at most Delta'/g in L1 and the pmf ratio is <= exp(||k - k'||_1 / t) <=

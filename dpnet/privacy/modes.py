@@ -1,6 +1,6 @@
 """The privacy modes of the decentralized fit as objects, one place for each rule.
 
-The command line (:class:`dpnet.config.RunConfig`) and the estimator
+The command line (:class:`dpnet.cli.config.RunConfig`) and the estimator
 (:class:`dpnet.estimators.DecentralizedGroupLassoLogistic`) each turn their settings into a
 :class:`LabelPrivacy` or a :class:`RecordPrivacy` with :func:`privacy_mode`, which checks them
 once; every rule of a mode — its defaults, what it refuses, the randomized-response keep

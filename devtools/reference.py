@@ -16,7 +16,7 @@ from skglm.datafits import LogisticGroup
 from skglm.penalties import WeightedGroupL2
 from skglm.solvers import GroupProxNewton
 
-from dpnet.decentralized.steps import LocalData
+from dpnet.decentralized import LocalData
 
 
 def skglm_problem(

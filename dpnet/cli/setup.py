@@ -6,13 +6,13 @@ Data flow and the release boundary (docs/privacy.md, "The release boundary"):
         machine; held-out rows -> randomized response (a stream used for it alone, see
         dpnet.streams) -> EvaluationSet (randomized labels only). A public --test-data file
         is used as is.
-    every machine (dpnet.job): RawShard -> cross_boundary (randomized response, a stream
+    every machine (dpnet.cli.job): RawShard -> cross_boundary (randomized response, a stream
         used for it alone) -> PrivateShard -> ADMM rounds -> MachineRelease
     ---- from here on only public inputs and randomized labels flow ----
-    rank 0: MachineReleases + PublicSetUp -> report, summary, plot (dpnet.report)
+    rank 0: MachineReleases + PublicSetUp -> report, summary, plot (dpnet.cli.report)
 
 Raw labels exist only in RawShard, in LabelOracle and in ``SetUp.holdout_raw``; the latter two
-are kept only when an oracle file was asked for, and only dpnet.oracle reads them.
+are kept only when an oracle file was asked for, and only dpnet.cli.oracle reads them.
 
 Delivering a RawShard from rank 0 (``--data FILE``) stands for each machine reading its own
 rows in a simulation; with ``--data 'part-{rank}.npz'`` every machine loads its own file and
@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpnet import streams
-from dpnet.config import RunConfig
+from dpnet.cli.config import RunConfig
+from dpnet.cli.evaluation import NOISY_COUNT, PUBLIC, RANDOMIZED, EvaluationSet
 from dpnet.data.dataset import GroupData
 from dpnet.data.labels import LabelDomain
 from dpnet.data.loaders import format_of, groups_by_name, groups_width, load_dataset
@@ -38,7 +39,6 @@ from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import PublicColumns, public_columns
 from dpnet.decentralized.machine import HOLDOUT_PART
 from dpnet.errors import ConfigError
-from dpnet.evaluation import NOISY_COUNT, PUBLIC, RANDOMIZED, EvaluationSet
 from dpnet.penalties.group import group_weights
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def _randomized_holdout(
     holdout: GroupData, config: RunConfig, n_machines: int
 ) -> tuple[EvaluationSet, dp_event.DpEvent | None]:
     """Held-out private rows: randomized response on their labels; under --privacy record
-    (features private too) scored only through a noisy count (:mod:`dpnet.evaluation`), their
+    (features private too) scored only through a noisy count (:mod:`dpnet.cli.evaluation`), their
     labels randomized only with --keep-prob."""
     from dpnet.privacy.mechanisms import randomized_response_event  # rank 0 only
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from dpnet.config import RunConfig
+from dpnet.cli.config import RunConfig
+from dpnet.cli.evaluation import EvaluationSet, predict_pm1
+from dpnet.cli.setup import PublicSetUp
 from dpnet.decentralized.machine import MachineOracle
-from dpnet.evaluation import EvaluationSet, predict_pm1
 from dpnet.penalties.group import groups_from_labels, objective_penalty
-from dpnet.setup import PublicSetUp
 
 NOT_COVERED = "NOT covered by the privacy guarantee (computed from raw labels)"
 WARNING = (

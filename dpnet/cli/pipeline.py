@@ -4,17 +4,17 @@ MPI and threads run :func:`machine_job` on every machine against its
 :class:`~dpnet.network.comm.World` (MPI: one rank per machine; threads: one thread per machine
 in this process); the simulated backend runs :func:`simulated_job`, the same steps with one
 process holding every machine (steps 1 and 2 from the same functions, step 4 in
-:mod:`dpnet.simulation`, step 5 the same). So the set-up, the machines' work and the release
+:mod:`dpnet.cli.simulation`, step 5 the same). So the set-up, the machines' work and the release
 exist in one copy:
 
 1. checks every machine agrees on: the same options on every machine, writable output paths
    (rank 0), the checkpoint directory, the graph (built by rank 0, connected, one node per
    machine, sent to every machine);
 2. the data: every machine loads its own file (``{rank}`` in ``--data``), or rank 0 loads or
-   generates all rows and delivers each machine its shard (:mod:`dpnet.setup`);
+   generates all rows and delivers each machine its shard (:mod:`dpnet.cli.setup`);
 3. ``--resume``: the machines agree on the latest round they all have;
-4. the machine's work (:func:`dpnet.job.block_main`: randomized response, --cv, rounds);
-5. rank 0 gathers the releases and writes them (:func:`dpnet.release.finish`).
+4. the machine's work (:func:`dpnet.cli.job.block_main`: randomized response, --cv, rounds);
+5. rank 0 gathers the releases and writes them (:func:`dpnet.cli.release.finish`).
 
 Errors of steps 1-3 are agreed (every machine learns the first one) and end the job with exit
 code 2 and one line from rank 0; so does data every machine finds unusable in the same exchange
@@ -30,8 +30,22 @@ from typing import Any
 
 import networkx as nx
 
-from dpnet.checkpoint import available_rounds, common_round
-from dpnet.config import RunConfig
+from dpnet.cli.checkpoint import available_rounds, common_round
+from dpnet.cli.config import RunConfig
+from dpnet.cli.job import JobOutcome, block_main, check_checkpoint_dir, resume_machine
+from dpnet.cli.provenance import host_name
+from dpnet.cli.release import exit_code, finish
+from dpnet.cli.report import ProgressPrinter, check_output_paths
+from dpnet.cli.setup import (
+    SetUp,
+    check_shards_agree,
+    data_per_machine,
+    load_own_shard,
+    own_data_problem,
+    prepare_problem,
+    shard_from_own_data,
+)
+from dpnet.cli.simulation import check_simulator_fits, simulate_machines
 from dpnet.decentralized.block import CommBlock
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import (
@@ -47,23 +61,9 @@ from dpnet.errors import (
     NetworkDataError,
     TopologyError,
 )
-from dpnet.job import JobOutcome, block_main, check_checkpoint_dir, resume_machine
 from dpnet.network.comm import World
+from dpnet.network.launcher import launched_by_open_mpi, launcher_rank
 from dpnet.network.topology import build_topology, machine_count, validate_topology
-from dpnet.provenance import host_name
-from dpnet.release import exit_code, finish
-from dpnet.report import ProgressPrinter, check_output_paths
-from dpnet.run import launched_by_open_mpi, launcher_rank
-from dpnet.setup import (
-    SetUp,
-    check_shards_agree,
-    data_per_machine,
-    load_own_shard,
-    own_data_problem,
-    prepare_problem,
-    shard_from_own_data,
-)
-from dpnet.simulation import check_simulator_fits, simulate_machines
 
 FIRST_LINE_GRACE_SECONDS = 2.0  # how long another rank lets rank 0 exit first (Open MPI)
 
@@ -217,7 +217,7 @@ def all_shards(config: RunConfig, size: int) -> tuple[list[RawShard], SetUp]:
 
 
 def simulated_job(config: RunConfig, started_at: float) -> int:
-    """The whole job with every machine in this process as arrays (:mod:`dpnet.simulation`):
+    """The whole job with every machine in this process as arrays (:mod:`dpnet.cli.simulation`):
     steps 1, 2 and 5 as above with one process holding all machines, step 4 for all at once.
     --checkpoint and --resume do not apply (RunConfig refuses them)."""
     start = time.perf_counter()

@@ -33,9 +33,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from dpnet.decentralized import stacked, theta
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.steps import LocalData
+from dpnet.decentralized import LocalData, StackedShards, stacked, theta
 
 
 def product_flops(rows: int, cols: int) -> float:

@@ -2,7 +2,7 @@
 results file, the summary and the plots, in that order; the job's exit code.
 
 Release boundary: everything here is built from public inputs and the machines' releases
-(:mod:`dpnet.report`); only the oracle file, asked for by name, reads the oracle parts, and
+(:mod:`dpnet.cli.report`); only the oracle file, asked for by name, reads the oracle parts, and
 ``--baselines rdp-admm`` reads machine 0's raw rows through DP fits that the run's ledger
 charges to machine 0 (docs/privacy.md, "The baselines of the main job").
 """
@@ -18,15 +18,21 @@ import networkx as nx
 import numpy as np
 
 from dpnet import streams
-from dpnet.config import RunConfig
+from dpnet.cli.config import RunConfig
+from dpnet.cli.job import JobOutcome
+from dpnet.cli.report import (
+    FROZEN_HINT,
+    STOP_WARNINGS,
+    build_report,
+    summary_lines,
+    write_json_atomic,
+)
+from dpnet.cli.setup import SetUp
 from dpnet.decentralized.cv import CVResult
 from dpnet.decentralized.machine import MachineOracle, MachineRelease, consensus_model
 from dpnet.errors import EXIT_NO_ESTIMATE, EXIT_PLOT_FAILED
-from dpnet.job import JobOutcome
 from dpnet.network.topology import describe_topology
 from dpnet.privacy.modes import DEFAULT_DELTA, RecordPrivacy
-from dpnet.report import FROZEN_HINT, STOP_WARNINGS, build_report, summary_lines, write_json_atomic
-from dpnet.setup import SetUp
 
 NO_ESTIMATE = ("non-finite", "diverged")
 
@@ -64,7 +70,7 @@ def rank0_rows(config: RunConfig, setup: SetUp) -> tuple[np.ndarray, np.ndarray]
     delivered it, or its own file ({rank} in --data), read again."""
     if setup.shards is not None:
         return setup.shards[0].X, setup.shards[0].y_raw
-    from dpnet.setup import load_own_shard
+    from dpnet.cli.setup import load_own_shard
 
     own = load_own_shard(config, 0)
     return own.X, own.y
@@ -156,8 +162,8 @@ def _compare_rdp_admm(
     delta: float,
 ) -> dict[str, Any]:
     """The fits of paper 2's methods beside the network's model, and machine 0's total."""
+    from dpnet.cli.evaluation import NOISY_COUNT, accuracy_estimate
     from dpnet.decentralized.machine import privacy_ledger
-    from dpnet.evaluation import NOISY_COUNT, accuracy_estimate
 
     epsilon = baseline_budget(config)[0]
     coef, intercept = consensus_model(releases)
@@ -274,7 +280,7 @@ def finish(
     if baselines is not None:
         charge_note(report, baselines)
     if config.oracle_output:
-        from dpnet.oracle import build_oracle_report
+        from dpnet.cli.oracle import build_oracle_report
 
         coef, intercept = consensus_model(releases)
         fitted = config  # the oracle's objective uses the fit's lambda: with --cv, the selected
@@ -308,7 +314,7 @@ def finish(
             file=sys.stderr,
             flush=True,
         )
-    from dpnet.plots import plot_convergence, plot_cross_validation
+    from dpnet.cli.plots import plot_convergence, plot_cross_validation
 
     for path, draw in ((config.plot, plot_convergence), (config.cv_plot, plot_cross_validation)):
         if not path:

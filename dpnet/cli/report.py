@@ -20,7 +20,10 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import numpy as np
 
 from dpnet import streams
-from dpnet.config import RunConfig
+from dpnet.cli.config import RunConfig
+from dpnet.cli.evaluation import accuracy_estimate
+from dpnet.cli.provenance import run_provenance
+from dpnet.cli.setup import PublicSetUp
 from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ROUND_STEPS, MachineResult, ProgressRecord
 from dpnet.decentralized.cv import CVResult
@@ -32,15 +35,12 @@ from dpnet.decentralized.machine import (
     privacy_ledger,
 )
 from dpnet.errors import ConfigError
-from dpnet.evaluation import accuracy_estimate
 from dpnet.penalties.group import groups_from_labels, objective_penalty, selected_groups
 from dpnet.privacy.modes import (
     RECORD_DISTANCE,
     RECORD_WORK,
     RecordPrivacy,
 )
-from dpnet.provenance import run_provenance
-from dpnet.setup import PublicSetUp
 
 if TYPE_CHECKING:  # rank 0 imports the accounting when it builds the report
     from dpnet.privacy.ledger import PrivacyLedger
@@ -81,7 +81,7 @@ FILE_MODE = 0o644
 
 
 SIMULATED_TIMES = (
-    "simulated: one process did every machine's work (dpnet.simulation); a machine's seconds "
+    "simulated: one process did every machine's work (dpnet.cli.simulation); a machine's seconds "
     "are 1/J of it, its communication is counted, not timed"
 )
 
@@ -242,7 +242,7 @@ def build_report(
     """Rank 0: the results file's content (see docs/results-file.md); with
     ``cross_validation`` (every machine's CVResult, --cv) the fit's lambda is the selected one;
     ``charges``: releases of the baselines on a machine's rows (``PrivacyLedger.record``
-    arguments), composed in the run's ledger at ``charges_delta`` (dpnet.release)."""
+    arguments), composed in the run's ledger at ``charges_delta`` (dpnet.cli.release)."""
     results = [r.result for r in releases]
     cv = None if cross_validation is None else cross_validation[0]
     lam = config.lam if cv is None else cv.selected

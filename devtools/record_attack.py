@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from dpnet.decentralized.stacked import StackedShards
-from dpnet.decentralized.theta import NO_ANCHORS, NewtonThetaStep
+from dpnet.decentralized import NewtonThetaStep, StackedShards
+from dpnet.decentralized.theta import NO_ANCHORS
 
 
 def exact_theta(data: StackedShards, center: np.ndarray, rho: float) -> np.ndarray:

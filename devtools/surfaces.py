@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from dpnet.config import RunConfig
+from dpnet.cli import RunConfig
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ SURFACES: tuple[Surface, ...] = (
         "what each process computes on the rows (loss evaluations and their sizes, Newton "
         "solves and factorizations): it sets when every message leaves, so it is released",
     ),
-    Surface("results", "file", "output", True, "the results JSON (dpnet.report)"),
+    Surface("results", "file", "output", True, "the results JSON (dpnet.cli.report)"),
     Surface("plot", "file", "plot", True, "the convergence figure"),
     Surface("cv plot", "file", "cv_plot", True, "the cross-validation curve"),
     Surface(
@@ -76,14 +76,14 @@ SURFACES: tuple[Surface, ...] = (
         "checkpoint",
         True,
         "machine-R/round-T.npz: loop state, randomized labels, traffic counters, "
-        "fingerprints (dpnet.checkpoint)",
+        "fingerprints (dpnet.cli.checkpoint)",
     ),
     Surface(
         "oracle",
         "file",
         "oracle_output",
         False,
-        "raw-label diagnostics (dpnet.oracle): outside the guarantee, says so in every field",
+        "raw-label diagnostics (dpnet.cli.oracle): outside the guarantee, says so in every field",
     ),
     Surface(
         "oracle gather",

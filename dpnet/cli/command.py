@@ -4,8 +4,8 @@ pick the backend, end the job.
 Under ``mpiexec -n J`` every rank is one machine (MPI backend); run without mpiexec, all J
 machines run as threads of this process (threads backend), or, with ``--backend simulated``,
 as arrays in this process (for large J). Same numerics, same results. MPI and threads run the
-same pipeline on every machine (:func:`dpnet.pipeline.machine_job`), the simulator its steps
-for all machines at once (:func:`dpnet.pipeline.simulated_job`); what is left here is what
+same pipeline on every machine (:func:`dpnet.cli.pipeline.machine_job`), the simulator its steps
+for all machines at once (:func:`dpnet.cli.pipeline.simulated_job`); what is left here is what
 differs between them: how machines start, and how a silent peer, an exception on one machine
 or Ctrl-C ends the job. The exit codes are in :mod:`dpnet.errors` (docs/cli.md, "Exit
 codes"): 0 a result, 1 an exception on some machine, 2 bad input (one line from rank 0), 3 no
@@ -20,7 +20,8 @@ import sys
 import time
 from typing import Any
 
-from dpnet.config import RunConfig, parse_config
+from dpnet.cli.config import RunConfig, parse_config
+from dpnet.cli.pipeline import fail, machine_job, simulated_job
 from dpnet.errors import (
     EXIT_MACHINE_FAILED,
     EXIT_PEER_FAULT,
@@ -29,9 +30,8 @@ from dpnet.errors import (
     interrupted_exit,
 )
 from dpnet.network.comm import PeerFault
+from dpnet.network.launcher import launcher_rank
 from dpnet.network.topology import machine_count
-from dpnet.pipeline import fail, machine_job, simulated_job
-from dpnet.run import launcher_rank
 
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # the rank count a launcher announces
 
@@ -126,7 +126,7 @@ def run_threads_backend(config: RunConfig, started_at: float) -> int:
 
 
 def run_simulated_backend(config: RunConfig, started_at: float) -> int:
-    """Every machine in this process as arrays (:func:`dpnet.pipeline.simulated_job`); an
+    """Every machine in this process as arrays (:func:`dpnet.cli.pipeline.simulated_job`); an
     exception anywhere in it ends the job as one machine's would (exit 1, one line)."""
     try:
         return simulated_job(config, started_at)

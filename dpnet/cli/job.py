@@ -1,7 +1,7 @@
 """One machine's work in the main job (backend independent): randomized response with a
 stream of its own (or, resumed, its stored randomized labels), checkpoints, the ADMM rounds.
-It is step 4 of :mod:`dpnet.pipeline`: the set-up before it is :mod:`dpnet.setup`, the release
-after it :mod:`dpnet.release`.
+It is step 4 of :mod:`dpnet.cli.pipeline`: the set-up before it is :mod:`dpnet.cli.setup`, the
+release after it :mod:`dpnet.cli.release`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from dpnet import checkpoint, streams
-from dpnet.checkpoint import Checkpointer, Resumed, keep_count
-from dpnet.config import RunConfig
+from dpnet import streams
+from dpnet.cli import checkpoint
+from dpnet.cli.checkpoint import Checkpointer, Resumed, keep_count
+from dpnet.cli.config import RunConfig
+from dpnet.cli.report import print_cv_fold
 from dpnet.decentralized import boundary
 from dpnet.decentralized.admm import ADMMConfig
 from dpnet.decentralized.block import Block, CommBlock
@@ -31,7 +33,6 @@ from dpnet.decentralized.machine import (
 from dpnet.decentralized.record import record_noise
 from dpnet.decentralized.termination import tree_plan
 from dpnet.errors import ConfigError
-from dpnet.report import print_cv_fold
 
 
 @dataclass

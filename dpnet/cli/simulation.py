@@ -1,6 +1,6 @@
 """Step 4 of the main job for every machine at once: the simulated backend.
 
-:func:`dpnet.job.block_main` on an :class:`~dpnet.decentralized.block.ArrayBlock` (all J
+:func:`dpnet.cli.job.block_main` on an :class:`~dpnet.decentralized.block.ArrayBlock` (all J
 machines' iterates as arrays in one process): the same randomized response, folds, round loop
 and stop rule as a machine's, iterates equal to rounding (tests/test_backends_agree.py), and
 the memory check before the arrays are allocated. Traffic is counted, not measured; times are
@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 
 import networkx as nx
 
-from dpnet.config import RunConfig
+from dpnet.cli.config import RunConfig
+from dpnet.cli.job import JobOutcome, block_main
 from dpnet.data.memory import check_bytes
 from dpnet.decentralized.admm import ProgressRecord
 from dpnet.decentralized.block import ArrayBlock
 from dpnet.decentralized.boundary import RawShard
-from dpnet.job import JobOutcome, block_main
 
 ROW_VECTORS = 12
 """Float vectors per stacked row alive at once in the simulator's rounds (margins, weights,
@@ -71,6 +71,6 @@ def simulate_machines(
     graph: nx.Graph,
     on_progress: Callable[[ProgressRecord], None] | None,
 ) -> list[JobOutcome]:
-    """Every machine's outcome of the main job: :func:`dpnet.job.block_main` on the block of
+    """Every machine's outcome of the main job: :func:`dpnet.cli.job.block_main` on the block of
     all machines."""
     return block_main(ArrayBlock(graph), raws, config, graph, on_progress)

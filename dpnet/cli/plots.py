@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from dpnet.report import write_atomic
+from dpnet.cli.report import write_atomic
 
 
 def save_figure(fig: Any, path: str | Path) -> None:
-    """Write ``fig`` atomically (:func:`dpnet.report.write_atomic`: a full disk or an interrupt
+    """Write ``fig`` atomically (:func:`dpnet.cli.report.write_atomic`: a full disk or an interrupt
     leaves the previous plot, not a truncated one) in the format its suffix names, then close
     it."""
     import matplotlib.pyplot as plt

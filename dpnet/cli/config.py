@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NoReturn
 
 from dpnet import __version__
+from dpnet.cli.evaluation import MAX_COUNT_EPSILON
 from dpnet.data.labels import LabelDomain
 from dpnet.data.loaders import WIDTH_LIMIT
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
@@ -16,7 +17,6 @@ from dpnet.decentralized.machine import LOSSES
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
 from dpnet.decentralized.record import RECORD_RELAXATION
 from dpnet.errors import ConfigError
-from dpnet.evaluation import MAX_COUNT_EPSILON
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.penalties.group import GROUP_WEIGHTS

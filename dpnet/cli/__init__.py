@@ -1,0 +1,44 @@
+"""The command-line job (``python -m dpnet.run``): options, set-up, every machine's work,
+rank 0's release and report.
+
+A layer above the library: it imports dpnet's subpackages (decentralized, network, privacy,
+data, losses, penalties, baselines), which never import it. The entry point is
+:mod:`dpnet.run`, which loads nothing heavy before its signal handlers are in place; names are
+loaded lazily from the modules here, so importing one of them stays as cheap as before:
+
+- ``command``: the command line's ``main``: parse the options, pick the backend, end the job
+- ``config``: parsing and validation of the options (no MPI, no data)
+- ``pipeline``: the job, written once for every backend
+- ``setup``: data, shards, held-out rows; ``job``: one machine's work; ``simulation``: every
+  machine at once (the simulated backend); ``checkpoint``: ``--checkpoint`` / ``--resume``
+- ``release``, ``report``, ``evaluation``, ``oracle``, ``plots``, ``provenance``: rank 0's
+  release, results file, summary, test accuracy, oracle file, figures, run provenance
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "main": "command",
+    "RunConfig": "config",
+    "build_parser": "config",
+    "parse_config": "config",
+    "prepare_problem": "setup",
+    "admm_config": "job",
+    "machine_job": "pipeline",
+    "simulated_job": "pipeline",
+    "Checkpointer": "checkpoint",
+    "EvaluationSet": "evaluation",
+    "accuracy_estimate": "evaluation",
+    "ProgressPrinter": "report",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"dpnet.cli.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'dpnet.cli' has no attribute {name!r}")
