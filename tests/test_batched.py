@@ -19,8 +19,7 @@ from dpnet.decentralized import (
     run_machine,
 )
 from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.block import BlockEdges, tree_sum
-from dpnet.decentralized.cv import network_sum
+from dpnet.decentralized.block import BlockEdges, network_sum, tree_sum
 from dpnet.decentralized.theta import NO_ANCHORS
 from dpnet.losses import Logistic, MarginLoss, UnbiasedLogistic
 from dpnet.network import build_topology, run_in_process

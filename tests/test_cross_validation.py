@@ -28,6 +28,7 @@ from dpnet.decentralized import (
     run_machine,
 )
 from dpnet.decentralized import cv as cvm
+from dpnet.decentralized.block import network_sum
 from dpnet.losses import Logistic, UnbiasedLogistic
 from dpnet.network import run_in_process
 from dpnet.penalties import groups_from_labels
@@ -163,7 +164,7 @@ def test_network_sum_is_the_sum_and_bitwise_equal_everywhere(graph):
     graph = nx.convert_node_labels_to_integers(graph, ordering="sorted")
     rng = np.random.default_rng(1)
     values = rng.standard_normal((graph.number_of_nodes(), 2, 3))
-    sums = run_in_process(graph, lambda comm: cvm.network_sum(comm, graph, values[comm.rank]))
+    sums = run_in_process(graph, lambda comm: network_sum(comm, graph, values[comm.rank]))
     assert np.allclose(sums[0], values.sum(axis=0), rtol=1e-14, atol=1e-14)
     assert all(np.array_equal(s, sums[0]) for s in sums)
 

@@ -33,6 +33,10 @@ _LAZY = {
     "EvaluationSet": "evaluation",
     "accuracy_estimate": "evaluation",
     "ProgressPrinter": "report",
+    "Checkpointer": "checkpoint",
+    "EvaluationSet": "evaluation",
+    "accuracy_estimate": "evaluation",
+    "ProgressPrinter": "report",
 }
 
 __all__ = list(_LAZY)

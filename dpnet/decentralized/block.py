@@ -271,8 +271,6 @@ class CommBlock:
         return rows
 
     def network_sum(self, values: np.ndarray) -> np.ndarray:
-        from dpnet.decentralized.cv import network_sum
-
         return network_sum(self.comm, self.graph, values[0])
 
     def traffic(self) -> list[dict[str, float | int]]:
@@ -306,7 +304,7 @@ class ArrayBlock:
         return values[self.edges.col]
 
     def network_sum(self, values: np.ndarray) -> np.ndarray:
-        """:func:`tree_sum`, counted as :func:`~dpnet.decentralized.cv.network_sum`'s 2H
+        """:func:`tree_sum`, counted as :func:`network_sum`'s 2H
         exchanges of twice the values."""
         self.count.add(2 * self._height, 2 * values[0].size)
         return tree_sum(self.graph, values)
@@ -326,8 +324,31 @@ class ArrayBlock:
         """Nothing: no machine waits on another's messages in one process."""
 
 
+def network_sum(comm: Communicator, graph: nx.Graph, values: np.ndarray) -> np.ndarray:
+    """sum_j values_j on every machine, bitwise equal everywhere, in 2H neighbour exchanges of
+    2m floats (m = values.size, H = height of the BFS tree of
+    :func:`~dpnet.decentralized.termination.tree_plan`).
+
+    Each exchange carries [U, T]. U_v = own + sum of the children's U: after r exchanges it
+    covers v's subtree to depth depth(v) + r, so the root's is complete after H. T is the
+    root's U, passed down one level per exchange: after 2H every machine holds it.
+    """
+    plan = tree_plan(graph, comm.rank)
+    own = np.asarray(values, dtype=float).ravel()
+    m = own.size
+    slot = {v: i for i, v in enumerate(comm.neighbours)}
+    up, total = own.copy(), np.zeros(m)
+    for _ in range(2 * plan.height):
+        received = comm.neighbour_exchange(np.concatenate([up, total]))
+        up = own.copy()
+        for c in plan.children:
+            up += received[slot[c], :m]
+        total = up if plan.parent is None else received[slot[plan.parent], m:].copy()
+    return (up if plan.parent is None else total).reshape(np.shape(values))
+
+
 def tree_sum(graph: nx.Graph, values: np.ndarray) -> np.ndarray:
-    """sum_j values[j] (values: (J, ...)) as :func:`dpnet.decentralized.cv.network_sum` forms
+    """sum_j values[j] (values: (J, ...)) as :func:`network_sum` forms
     it on the BFS tree: every node adds its children's subtree sums to its own in increasing
     order, so the total is bitwise the one every machine of the round loop holds."""
     order, parent, _ = bfs_tree(graph)

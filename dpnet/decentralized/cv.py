@@ -11,7 +11,8 @@ unchanged) minimises
 (n_{-k} = n - n_k: the network's rows outside fold k), warm-started from the previous lambda's
 iterates. Machine j scores its own Z_j on its fold-k rows: s_jk(lam) = sum_{i in fold k of j}
 l(y_i x~_i^T Z_j), with the training loss l (logistic on the randomized labels, or the
-flip-corrected loss). Three network sums with neighbour-only messages (:func:`network_sum`)
+flip-corrected loss). Three network sums with neighbour-only messages
+(:func:`~dpnet.decentralized.block.network_sum`)
 give every machine the same numbers: the fold sizes n_k (and the label counts for lambda_max),
 the gradient at the intercept-only model (lambda_max), and S_k(lam) = sum_j s_jk(lam). Then,
 as glmnet's cv.glmnet,
@@ -46,9 +47,7 @@ from dpnet.decentralized.admm import (
 from dpnet.decentralized.block import Block
 from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import GroupStructure, LocalData
-from dpnet.decentralized.termination import tree_plan
 from dpnet.errors import ConfigError, NetworkDataError
-from dpnet.network.comm import Communicator
 from dpnet.penalties.group import group_norms
 
 CV_RULES = ("min", "1se")
@@ -96,29 +95,6 @@ def check_grid(grid: Sequence[float]) -> np.ndarray:
 def geometric_grid(lam_max: float, n_lambdas: int, ratio: float) -> np.ndarray:
     """glmnet's path: lam_max * ratio^(i / (L - 1)), i = 0..L-1 (decreasing)."""
     return lam_max * ratio ** (np.arange(n_lambdas) / (n_lambdas - 1))
-
-
-def network_sum(comm: Communicator, graph: nx.Graph, values: np.ndarray) -> np.ndarray:
-    """sum_j values_j on every machine, bitwise equal everywhere, in 2H neighbour exchanges of
-    2m floats (m = values.size, H = height of the BFS tree of
-    :func:`~dpnet.decentralized.termination.tree_plan`).
-
-    Each exchange carries [U, T]. U_v = own + sum of the children's U: after r exchanges it
-    covers v's subtree to depth depth(v) + r, so the root's is complete after H. T is the
-    root's U, passed down one level per exchange: after 2H every machine holds it.
-    """
-    plan = tree_plan(graph, comm.rank)
-    own = np.asarray(values, dtype=float).ravel()
-    m = own.size
-    slot = {v: i for i, v in enumerate(comm.neighbours)}
-    up, total = own.copy(), np.zeros(m)
-    for _ in range(2 * plan.height):
-        received = comm.neighbour_exchange(np.concatenate([up, total]))
-        up = own.copy()
-        for c in plan.children:
-            up += received[slot[c], :m]
-        total = up if plan.parent is None else received[slot[plan.parent], m:].copy()
-    return (up if plan.parent is None else total).reshape(np.shape(values))
 
 
 def intercept_only(loss: Any, n_pos: float, n_neg: float) -> float:
