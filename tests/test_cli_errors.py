@@ -96,6 +96,7 @@ RECORD = ["--privacy", "record", "--epsilon", "1"]
         ([*RECORD, "--row-bound", "2", "--delta", "1"], "--delta must lie"),
         ([*RECORD, "--row-bound", "2", "--cv", "3"], "--cv does not apply"),
         ([*RECORD, "--row-bound", "2", "--checkpoint", "ck", "--seed", "1"], "--checkpoint"),
+        ([*RECORD, "--row-bound", "2", "--theta-solver", "majorized"], "--theta-solver"),
         # issue 45 item 8: exit 1 with an OverflowError, or overflow warnings, before
         (["--privacy", "record", "--epsilon", "1e300", "--row-bound", "1"], "at most 36900"),
         ([*RECORD, "--row-bound", "1e300"], "--row-bound must be at most 1e+100"),

@@ -512,6 +512,7 @@ class RunConfig:
             ("--checkpoint", self.checkpoint is not None),
             ("--resume", self.resume is not None),
             # the record mode's theta step is its own, of fixed work (record.fixed_work)
+            (f"--theta-solver {self.theta_solver}", self.theta_solver != "newton"),
             ("--theta-rtol", self.theta_rtol != _ADMM.theta_rtol),
         ]
         for option, given in unusable:
