@@ -33,10 +33,6 @@ _LAZY = {
     "EvaluationSet": "evaluation",
     "accuracy_estimate": "evaluation",
     "ProgressPrinter": "report",
-    "Checkpointer": "checkpoint",
-    "EvaluationSet": "evaluation",
-    "accuracy_estimate": "evaluation",
-    "ProgressPrinter": "report",
 }
 
 __all__ = list(_LAZY)

@@ -1,9 +1,9 @@
 """Topologies and communicators. Only mpi_comm.py imports mpi4py.
 
 The supported names are listed in ``__all__`` and loaded lazily from their modules on first
-access (the name ``mpi_comm``'s
-import, and with it mpi4py's, happens only when one of its names is asked for), so importing the package, or one module of it, costs no more than before. The
-modules' other names are internals: tests may import them from the module itself.
+access (mpi_comm, and with it mpi4py, only when one of its names is asked for), so importing
+the package, or one module of it, costs no more than before. The modules' other names are
+internals: tests may import them from the module itself.
 """
 
 from __future__ import annotations

@@ -43,11 +43,6 @@ _LAZY = {
     "composed_gaussian_delta": "gaussian",
     "randomized_response_event": "mechanisms",
     "DEFAULT_DELTA": "modes",
-    "flip_labels": "binary_rr",
-    "charge": "budget",
-    "composed_gaussian_delta": "gaussian",
-    "randomized_response_event": "mechanisms",
-    "DEFAULT_DELTA": "modes",
 }
 
 __all__ = list(_LAZY)
