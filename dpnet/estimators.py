@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
+from functools import partial
 from numbers import Real
 from typing import Any
 
@@ -25,7 +26,7 @@ from dpnet import streams
 from dpnet.data.dataset import check_magnitude
 from dpnet.data.labels import LabelDomain, equal_labels
 from dpnet.data.partition import split_rows
-from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
+from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, fit_settings
 from dpnet.decentralized.block import ArrayBlock, Block, CommBlock
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import public_columns
@@ -37,7 +38,6 @@ from dpnet.decentralized.machine import (
     privacy_ledger,
     randomize_all,
 )
-from dpnet.decentralized.record import record_noise
 from dpnet.errors import ConfigError
 from dpnet.network.inprocess import run_in_process
 from dpnet.network.topology import (
@@ -255,11 +255,6 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             keep_prob=None,
             spelling=ESTIMATOR,
         )
-        if mode.fixed_work_theta and self.theta_solver != "newton":
-            raise ConfigError(
-                f"{ESTIMATOR.record} runs its own fixed-work theta step: leave theta_solver at "
-                "'newton'"
-            )
         return mode
 
     def _declared_classes(self) -> np.ndarray | None:
@@ -348,9 +343,20 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         keep_prob = mode.keep_probability
         seed = streams.check_seed(self.random_state, "random_state")
         row_bound = mode.row_bound
-        default_rounds, relaxation = mode_defaults(mode.noisy_thetas)
-        rounds = default_rounds if self.max_rounds is None else self.max_rounds
-        noise = record_noise(mode, rounds, seed)
+        # the solver's settings by the rules the command line's share (before the data)
+        settings = partial(
+            fit_settings,
+            mode,
+            seed,
+            spelling=ESTIMATOR,
+            max_rounds=self.max_rounds,
+            adapt_c=self.adapt_c,
+            lam=self.lam,
+            c=self.c,
+            tol=self.tol,
+            theta_solver=self.theta_solver,
+        )
+        settings(columns=None)
         self.backend_ = "simulated" if self.backend == "auto" else self.backend
         group_labels, weights = self._group_labels(self.groups, X.shape[1])
         graph = validate_topology(build_topology(self.topology, self.n_machines), self.n_machines)
@@ -361,17 +367,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         rows = [X[i] for i in parts]  # each machine's, once
         # label privacy: the machines fit the columns centred (PrivateShard.columns)
         columns = public_columns(mode, rows, len(X))
-        admm = ADMMConfig(
-            lam=self.lam,
-            c=self.c,
-            adapt_c=self.adapt_c and mode.adapts_penalty,
-            relaxation=relaxation,
-            tol=self.tol,
-            max_rounds=rounds,
-            theta_solver=self.theta_solver,
-            record=noise,
-            feature_curvature=None if columns is None else columns.curvature,
-        )
+        admm = settings(columns=columns)
         shards = [
             RawShard(x, y_pm1[i], X.shape[0], group_labels, weights, columns)
             for x, i in zip(rows, parts, strict=True)
@@ -432,12 +428,12 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             "ledger": ledger.to_dict(),
             "accountant": _accountant_entry(charged, self.accountant),
         }
-        if noise is not None:
+        if admm.record is not None:
             self.privacy_ |= {
                 "epsilon": self.epsilon,
                 "delta": self.delta,
-                "rounds_budget": rounds,
-                "noise_multiplier": noise.noise_multiplier,
+                "rounds_budget": admm.max_rounds,
+                "noise_multiplier": admm.record.noise_multiplier,
                 "row_bound": self.row_bound,
                 "guarantee": f"{mode.guarantee}, per machine (replace one record){schema}",
                 "distance": RECORD_DISTANCE,

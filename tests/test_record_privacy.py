@@ -484,12 +484,13 @@ def test_over_relaxation_defaults_to_the_value_measured_for_each_mode(monkeypatc
     with pytest.raises(ConfigError, match="relaxation"):
         parse_config(["--relaxation", "2"])
     made: list[ADMMConfig] = []
+    settings = estimators.fit_settings  # the solver settings both front doors build
 
     def kept(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        made.append(ADMMConfig(*args, **kwargs))
+        made.append(settings(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(estimators, "ADMMConfig", kept)
+    monkeypatch.setattr(estimators, "fit_settings", kept)
     X = np.random.default_rng(0).standard_normal((80, 3))
     y = np.where(X[:, 0] > 0, 1, -1)
     for privacy, alpha in (("label", ADMMConfig().relaxation), ("record", RECORD_RELAXATION)):

@@ -11,7 +11,13 @@ from dpnet import __version__
 from dpnet.cli.evaluation import MAX_COUNT_EPSILON
 from dpnet.data.labels import LabelDomain
 from dpnet.data.loaders import WIDTH_LIMIT
-from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, mode_defaults
+from dpnet.decentralized.admm import (
+    MAX_PENALTY,
+    THETA_SOLVERS,
+    ADMMConfig,
+    fit_settings,
+    mode_defaults,
+)
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.machine import LOSSES
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
@@ -453,6 +459,7 @@ class RunConfig:
                 raise ConfigError(message)
         self._validate_backend()
         if mode.noisy_thetas:  # what the noisy thetas' mechanism does not cover
+            fit_settings(mode, self.seed, None, CLI, theta_solver=self.theta_solver)
             self._validate_record()
             self._validate_record_limits()
         if self.shard_sizes is not None and self.data is not None and "{rank}" in self.data:
@@ -512,7 +519,6 @@ class RunConfig:
             ("--checkpoint", self.checkpoint is not None),
             ("--resume", self.resume is not None),
             # the record mode's theta step is its own, of fixed work (record.fixed_work)
-            (f"--theta-solver {self.theta_solver}", self.theta_solver != "newton"),
             ("--theta-rtol", self.theta_rtol != _ADMM.theta_rtol),
         ]
         for option, given in unusable:

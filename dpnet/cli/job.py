@@ -19,7 +19,7 @@ from dpnet.cli.checkpoint import Checkpointer, Resumed, keep_count
 from dpnet.cli.config import RunConfig
 from dpnet.cli.report import print_cv_fold
 from dpnet.decentralized import boundary
-from dpnet.decentralized.admm import ADMMConfig
+from dpnet.decentralized.admm import ADMMConfig, fit_settings
 from dpnet.decentralized.block import Block, CommBlock
 from dpnet.decentralized.boundary import PrivateShard, RawShard
 from dpnet.decentralized.columns import PublicColumns
@@ -30,9 +30,9 @@ from dpnet.decentralized.machine import (
     local_problem,
     randomize_all,
 )
-from dpnet.decentralized.record import record_noise
 from dpnet.decentralized.termination import tree_plan
 from dpnet.errors import ConfigError
+from dpnet.privacy.modes import CLI
 
 
 @dataclass
@@ -44,24 +44,26 @@ class JobOutcome(MachineOutcome):
 
 def admm_config(config: RunConfig, columns: PublicColumns | None) -> ADMMConfig:
     """The ADMM's parameters of the job ``config`` on shards with the public ``columns``
-    (their curvature scales the starting penalty; every machine's shard has the same)."""
-    mode = config.privacy_mode
-    return ADMMConfig(
+    (their curvature scales the starting penalty; every machine's shard has the same), by the
+    rules both front doors share (:func:`~dpnet.decentralized.admm.fit_settings`)."""
+    return fit_settings(
+        config.privacy_mode,
+        config.seed,
+        columns,
+        CLI,
+        max_rounds=config.max_rounds,
+        relaxation=config.relaxation,
+        adapt_c=config.adapt_c,
         lam=config.lam,
         c=config.c,
-        adapt_c=config.adapt_c and mode.adapts_penalty,
         alpha_z=config.alpha_z,
-        relaxation=config.over_relaxation,
         theta_solver=config.theta_solver,
         theta_rtol=config.theta_rtol,
         beta_steps=config.beta_steps,
         beta_step_size=config.beta_step_size,
-        max_rounds=config.rounds,
         tol=config.tol,
         max_coef_norm=config.max_coef_norm,
         progress_every=config.progress_every,
-        record=record_noise(mode, config.rounds, config.seed),
-        feature_curvature=None if columns is None else columns.curvature,
     )
 
 

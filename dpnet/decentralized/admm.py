@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
@@ -28,6 +28,7 @@ from dpnet.decentralized.record import (
     RecordNoise,
     penalty_factor,
     private_thetas,
+    record_noise,
 )
 from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import (
@@ -48,8 +49,13 @@ from dpnet.decentralized.theta import (
     block_loss,
     gradient_thetas,
 )
+from dpnet.errors import ConfigError
 from dpnet.network.comm import Communicator, PeerSilent
 from dpnet.network.topology import laplacian_extremes
+from dpnet.privacy.modes import PrivacyMode, Spelling
+
+if TYPE_CHECKING:
+    from dpnet.decentralized.columns import PublicColumns
 
 # residual balancing stops near the tolerance: there the residuals sit at rounding noise and a
 # change of c only restarts the transient
@@ -118,11 +124,44 @@ class ADMMConfig:
 def mode_defaults(record: bool) -> tuple[int, float]:
     """(max_rounds, relaxation) by default in a privacy mode: under record privacy the ones its
     noise is spread over and its defaults were measured with (``record.DEFAULT_ROUNDS``,
-    ``record.RECORD_RELAXATION``), else :class:`ADMMConfig`'s. The CLI and the estimator both
-    take them from here."""
+    ``record.RECORD_RELAXATION``), else :class:`ADMMConfig`'s."""
     if record:
         return DEFAULT_ROUNDS, RECORD_RELAXATION
     return ADMMConfig.max_rounds, ADMMConfig.relaxation
+
+
+def fit_settings(
+    mode: PrivacyMode,
+    seed: int | None,
+    columns: PublicColumns | None,
+    spelling: Spelling,
+    *,
+    max_rounds: int | None = None,
+    relaxation: float | None = None,
+    adapt_c: bool = True,
+    **settings: Any,
+) -> ADMMConfig:
+    """The solver settings of a fit in privacy ``mode``, built here for both front doors (the
+    command line's config and the estimator): the mode's rounds and relaxation where None
+    (:func:`mode_defaults`), c adapted only where the mode allows it, the record noise spread
+    over the rounds (``seed``: its streams'), the start scaled by the public columns'
+    curvature; ``settings``: the other :class:`ADMMConfig` fields. ConfigError (named as
+    ``spelling`` names it) for another theta step under a mode whose step is its own."""
+    if mode.fixed_work_theta and settings.get("theta_solver", "newton") != "newton":
+        raise ConfigError(
+            f"{spelling.theta_solver} {settings['theta_solver']} does not apply with "
+            f"{spelling.record}: its theta step is its own, of fixed work"
+        )
+    default_rounds, default_relaxation = mode_defaults(mode.noisy_thetas)
+    rounds = default_rounds if max_rounds is None else max_rounds
+    return ADMMConfig(
+        max_rounds=rounds,
+        relaxation=default_relaxation if relaxation is None else relaxation,
+        adapt_c=adapt_c and mode.adapts_penalty,
+        record=record_noise(mode, rounds, seed),
+        feature_curvature=None if columns is None else columns.curvature,
+        **settings,
+    )
 
 
 @dataclass

@@ -50,10 +50,15 @@ class Spelling:
     delta: str
     row_bound: str
     keep_prob: str
+    theta_solver: str
 
 
-CLI = Spelling("--privacy record", "--epsilon", "--delta", "--row-bound", "--keep-prob")
-ESTIMATOR = Spelling("privacy='record'", "epsilon", "delta", "row_bound", "keep_prob")
+CLI = Spelling(
+    "--privacy record", "--epsilon", "--delta", "--row-bound", "--keep-prob", "--theta-solver"
+)
+ESTIMATOR = Spelling(
+    "privacy='record'", "epsilon", "delta", "row_bound", "keep_prob", "theta_solver"
+)
 
 
 def _check_keep_prob(keep_prob: float | None, spelling: Spelling) -> None:
