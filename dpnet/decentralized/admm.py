@@ -41,6 +41,7 @@ from dpnet.decentralized.steps import (
     theta_tolerance,
     z_update,
 )
+from dpnet.decentralized.termination import N_STATS
 from dpnet.decentralized.theta import (
     NO_ANCHORS,
     MajorizedThetaStep,
@@ -597,6 +598,37 @@ class _ThetaStep:
         return (NO_ANCHORS, NO_ANCHORS) if self.newton is None else self.newton.state()
 
 
+def _inject_faults(config: ADMMConfig, block: Block, ranks: list[int], round_: int) -> None:
+    """The fault tests' ``fail_at`` and ``stall_at`` of a machine of this block."""
+    if config.fail_at is not None and config.fail_at[1] == round_ and config.fail_at[0] in ranks:
+        raise block.fault(config.fail_at[0], round_)
+    if config.stall_at is not None and config.stall_at[1] == round_ and config.stall_at[0] in ranks:
+        block.stall()
+
+
+def _own_statistics(
+    config: ADMMConfig,
+    groups: GroupStructure,
+    data: StackedShards,
+    solved: ThetaResult,
+    primal: np.ndarray,
+    dual: np.ndarray,
+    c: float,
+) -> np.ndarray:
+    """Every block machine's stop statistics of the round (termination.STAT_NAMES): its
+    objective part f_j(theta_j) + its share of the penalty (the loss withheld under record
+    privacy: it reads the rows), the scaled residual, the residuals and ||theta_j||."""
+    theta = solved.theta
+    own = np.empty((theta.shape[0], N_STATS))
+    norm = np.sqrt(np.einsum("ij,ij->i", theta, theta))
+    own[:, 0] = groups.penalty(theta[:, :-1])
+    if config.record is None:
+        own[:, 0] += block_loss(data, theta) if solved.loss is None else solved.loss
+    own[:, 1] = scaled_residual(primal, dual, c, norm, solved.error)
+    own[:, 2], own[:, 3], own[:, 4] = primal, dual, norm
+    return own
+
+
 def run_block(
     block: Block,
     data: StackedShards,
@@ -648,14 +680,7 @@ def run_block(
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for t in range(state.round + 1, config.max_rounds + 1):
             rounds = t
-            if config.fail_at is not None and config.fail_at[1] == t and config.fail_at[0] in ranks:
-                raise block.fault(config.fail_at[0], t)
-            if (
-                config.stall_at is not None
-                and config.stall_at[1] == t
-                and config.stall_at[0] in ranks
-            ):
-                block.stall()
+            _inject_faults(config, block, ranks, t)
             z_prev = z
             z = z_update(theta_nbhd, v_out, z_prev, c, groups, edges, config.alpha_z)
             step_clock.lap("z_step")
@@ -682,19 +707,7 @@ def run_block(
 
             primal, dual = residuals(z, z_prev, theta_nbhd, c, edges)
             theta_tol = np.asarray(theta_tolerance(config.theta_rtol, c, primal, dual))
-            norm = np.sqrt(np.einsum("ij,ij->i", theta, theta))
-            objective = groups.penalty(theta[:, :-1])
-            if config.record is None:  # the loss reads the rows: withheld under record privacy
-                objective = objective + (block_loss(data, theta) if loss is None else loss)
-            own = np.column_stack(
-                [
-                    objective,
-                    scaled_residual(primal, dual, c, norm, solved.error),
-                    primal,
-                    dual,
-                    norm,
-                ]
-            )
+            own = _own_statistics(config, groups, data, solved, primal, dual, c)
             stats.receive(t, own, received[:, dim:])
 
             complete = stats.network_stats(t)
