@@ -2,7 +2,7 @@
 
 Each machine crosses the release boundary on its own shard (``randomize_all``: randomized
 response on its labels with a stream used for it alone, :mod:`dpnet.streams`), then
-``fit_private_block`` (also the main job's, ``dpnet.job``) builds the ADMM data from the
+``fit_private_block`` (also the main job's, :mod:`dpnet.cli.job`) builds the ADMM data from the
 randomized shards and runs the round loop on the block (:mod:`dpnet.decentralized.block`: one
 machine of an MPI rank or a thread, or all of them).
 ``privacy_ledger``: the run's ledger from the machines' releases (randomized response on labels,

@@ -217,11 +217,12 @@ def scaled_residual(
     ~ 1e-11, s_j = 0 in the group threshold's dead zone) has small r_j and s_j but not c r_j,
     so it is not mistaken for convergence; for c <= 1 the rule is max(r_j, s_j) as before.
     g_j (``theta_error``) is the gradient norm of the round's theta subproblem at theta_j
-    (:class:`ThetaSolve`): the bound above assumes each theta step solved, and a step solved
-    only to a fraction of the residuals (:func:`theta_tolerance`) adds g_j to it. Without it a
-    first step solved to no better than its start (``--theta-rtol 1``) left every residual 0
-    and stopped "converged" at theta = 0. 0 for the steps that report none (fixed numbers of
-    majorized or gradient iterations; the fixed-work private step).
+    (:attr:`~dpnet.decentralized.theta.ThetaResult.error`): the bound above assumes each
+    theta step solved, and a step solved only to a fraction of the residuals
+    (:func:`theta_tolerance`) adds g_j to it. Without it a first step solved to no better
+    than its start (``--theta-rtol 1``) left every residual 0 and stopped "converged" at
+    theta = 0. 0 for the steps that report none (fixed numbers of majorized or gradient
+    iterations; the fixed-work private step).
     """
     scaled = primal * max(1.0, c)
     worst = np.where(dual > scaled, dual, scaled)
