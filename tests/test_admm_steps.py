@@ -80,7 +80,7 @@ def _local(n=80, p=6, loss=None):
 
 
 @pytest.mark.parametrize("loss", [Logistic(), UnbiasedLogistic(0.8)])
-def test_theta_update_newton_matches_scipy(loss):
+def test_the_newton_theta_step_matches_scipy(loss):
     data = _local(loss=loss)
     d, dim, c = 3, 7, 0.05
     z_nbhd = RNG.standard_normal((d, dim))
@@ -129,7 +129,7 @@ def test_balance_penalty():
     assert balance_penalty(1.0, 0.5, 10, 2) == 1.0
 
 
-def test_all_machines_stop_in_the_same_round_on_a_long_path():
+def test_every_machine_stops_in_the_same_round_on_a_long_path():
     """Pipelined max-consensus: identical stop decisions even with diameter 7."""
     graph = nx.path_graph(8)
     groups = GroupStructure(PTR, IDX, np.full(3, 0.01))
