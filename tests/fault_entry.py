@@ -15,7 +15,7 @@ from dpnet import run
 if run.launched_by_open_mpi():  # before numpy's BLAS threads start: they inherit the mask
     run._watch_launcher_teardown()
 
-from dpnet.cli import RunConfig, job, simulation  # noqa: E402
+from dpnet.cli import RunConfig, job  # noqa: E402
 from dpnet.decentralized import ADMMConfig, PublicColumns  # noqa: E402
 
 Build = Callable[[RunConfig, PublicColumns | None], ADMMConfig]
@@ -39,5 +39,5 @@ def _with_faults(build: Build) -> Build:
 
 
 if __name__ == "__main__":
-    job.admm_config = simulation.admm_config = _with_faults(job.admm_config)
+    job.admm_config = _with_faults(job.admm_config)
     run.entry()

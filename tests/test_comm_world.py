@@ -126,7 +126,7 @@ def test_setup_agreement_on_comm_world():
         world.agree("broken on the last rank" if world.rank == last else None)
         == "broken on the last rank"
     )
-    configs = world.allgather({"lam": 0.2 if world.rank == last else 0.1, "tol": 1e-9})
+    configs = world.allgather([{"lam": 0.2 if world.rank == last else 0.1, "tol": 1e-9}])
     assert settings_mismatch(configs) == (
         f"rank {last} was started with other settings than rank 0 (--lam: 0.2 vs 0.1); "
         "every rank needs the same options"

@@ -9,8 +9,8 @@ loaded lazily from the modules here, so importing one of them stays as cheap as 
 - ``command``: the command line's ``main``: parse the options, pick the backend, end the job
 - ``config``: parsing and validation of the options (no MPI, no data)
 - ``pipeline``: the job, written once for every backend
-- ``setup``: data, shards, held-out rows; ``job``: one machine's work; ``simulation``: every
-  machine at once (the simulated backend); ``checkpoint``: ``--checkpoint`` / ``--resume``
+- ``setup``: data, shards, held-out rows; ``job``: a block of machines' work; ``simulation``:
+  the simulated backend's memory check; ``checkpoint``: ``--checkpoint`` / ``--resume``
 - ``release``, ``report``, ``evaluation``, ``oracle``, ``plots``, ``provenance``: rank 0's
   release, results file, summary, test accuracy, oracle file, figures, run provenance
 """
@@ -27,8 +27,7 @@ _LAZY = {
     "parse_config": "config",
     "prepare_problem": "setup",
     "admm_config": "job",
-    "machine_job": "pipeline",
-    "simulated_job": "pipeline",
+    "process_job": "pipeline",
     "Checkpointer": "checkpoint",
     "EvaluationSet": "evaluation",
     "accuracy_estimate": "evaluation",

@@ -3,14 +3,13 @@ pick the backend, end the job.
 
 Under ``mpiexec -n J`` every rank is one machine (MPI backend); run without mpiexec, all J
 machines run as threads of this process (threads backend), or, with ``--backend simulated``,
-as arrays in this process (for large J). Same numerics, same results. MPI and threads run the
-same pipeline on every machine (:func:`dpnet.cli.pipeline.machine_job`), the simulator its steps
-for all machines at once (:func:`dpnet.cli.pipeline.simulated_job`); what is left here is what
-differs between them: how machines start, and how a silent peer, an exception on one machine
-or Ctrl-C ends the job. The exit codes are in :mod:`dpnet.errors` (docs/cli.md, "Exit
-codes"): 0 a result, 1 an exception on some machine, 2 bad input (one line from rank 0), 3 no
-estimate, 4 the plot could not be written, 5 a neighbour went silent, 130 interrupted, 143
-terminated (SIGTERM).
+as arrays in this process (for large J). Same numerics, same results. Every backend runs the
+same pipeline (:func:`dpnet.cli.pipeline.process_job`) in each of its processes, on its
+:class:`~dpnet.network.comm.World`; what is left here is what differs between them: how
+machines start, and how a silent peer, an exception on one machine or Ctrl-C ends the job.
+The exit codes are in :mod:`dpnet.errors` (docs/cli.md, "Exit codes"): 0 a result, 1 an
+exception on some machine, 2 bad input (one line from rank 0), 3 no estimate, 4 the plot
+could not be written, 5 a neighbour went silent, 130 interrupted, 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import time
 from typing import Any
 
 from dpnet.cli.config import RunConfig, parse_config
-from dpnet.cli.pipeline import fail, machine_job, simulated_job
+from dpnet.cli.pipeline import fail, process_job
 from dpnet.errors import (
     EXIT_MACHINE_FAILED,
     EXIT_PEER_FAULT,
@@ -109,7 +108,7 @@ def run_threads_backend(config: RunConfig, started_at: float) -> int:
 
     def machine(world: Any) -> int:
         try:
-            return machine_job(world, config, started_at)
+            return process_job(world, config, started_at)
         except (PeerFault, Stopped):
             raise  # a silent peer's (exit 5), or another machine's fault
         except Exception as exc:  # as under MPI, whose abort hook sees the same exception
@@ -126,10 +125,18 @@ def run_threads_backend(config: RunConfig, started_at: float) -> int:
 
 
 def run_simulated_backend(config: RunConfig, started_at: float) -> int:
-    """Every machine in this process as arrays (:func:`dpnet.cli.pipeline.simulated_job`); an
-    exception anywhere in it ends the job as one machine's would (exit 1, one line)."""
+    """Every machine in this process as arrays (:class:`~dpnet.network.inprocess.
+    SimulatedWorld`), their memory checked before the arrays are allocated; an exception
+    anywhere in the job ends it as one machine's would (exit 1, one line)."""
+    from dpnet.cli.simulation import check_simulator_fits
+    from dpnet.network.inprocess import SimulatedWorld
+
     try:
-        return simulated_job(config, started_at)
+        size = machine_count(config.topology, config.machines)
+    except DpnetError as exc:
+        return fail(str(exc), 0)
+    try:
+        return process_job(SimulatedWorld(size), config, started_at, check_simulator_fits)
     except MachineFailure as exc:  # a fault of one machine's (fault injection)
         print(exc, file=sys.stderr, flush=True)
     except Exception as exc:
@@ -158,7 +165,7 @@ def run_mpi_backend(config: RunConfig, started_at: float) -> int:
     if (error := world_size_error(config, world.size, dict(os.environ))) is not None:
         return fail(error, world.rank)  # every rank finds the same
     try:
-        return machine_job(world, config, started_at)
+        return process_job(world, config, started_at)
     except PeerFault as exc:
         # no MPI_Finalize: it would wait for the silent peer; mpiexec ends the reachable ranks
         print(f"dpnet: {exc}; nothing written", file=sys.stderr, flush=True)

@@ -1,36 +1,37 @@
-"""The main job, written once: what every machine does from its options to its exit code.
+"""The main job, written once: what every process does from its options to its exit code.
 
-MPI and threads run :func:`machine_job` on every machine against its
-:class:`~dpnet.network.comm.World` (MPI: one rank per machine; threads: one thread per machine
-in this process); the simulated backend runs :func:`simulated_job`, the same steps with one
-process holding every machine (steps 1 and 2 from the same functions, step 4 in
-:mod:`dpnet.cli.simulation`, step 5 the same). So the set-up, the machines' work and the release
-exist in one copy:
+Every backend runs :func:`process_job` in each of its processes against its
+:class:`~dpnet.network.comm.World`, which says which machines the process runs: MPI one per
+rank, threads one per thread (:mod:`dpnet.network.inprocess`), the simulator every machine in
+one process (as arrays). So the set-up, the machines' work and the release exist in one copy:
 
 1. checks every machine agrees on: the same options on every machine, writable output paths
    (rank 0), the checkpoint directory, the graph (built by rank 0, connected, one node per
-   machine, sent to every machine);
+   machine, sent to every process);
 2. the data: every machine loads its own file (``{rank}`` in ``--data``), or rank 0 loads or
-   generates all rows and delivers each machine its shard (:mod:`dpnet.cli.setup`);
+   generates all rows and delivers each machine its shard (:mod:`dpnet.cli.setup`); the
+   simulator first checks that its arrays fit in memory (:mod:`dpnet.cli.simulation`);
 3. ``--resume``: the machines agree on the latest round they all have;
-4. the machine's work (:func:`dpnet.cli.job.block_main`: randomized response, --cv, rounds);
+4. the process's machines' work (:func:`dpnet.cli.job.block_main` on the world's block:
+   randomized response, --cv, rounds);
 5. rank 0 gathers the releases and writes them (:func:`dpnet.cli.release.finish`).
 
-Errors of steps 1-3 are agreed (every machine learns the first one) and end the job with exit
+Errors of steps 1-3 are agreed (every process learns the first one) and end the job with exit
 code 2 and one line from rank 0; so does data every machine finds unusable in the same exchange
 of step 4 (:class:`~dpnet.errors.NetworkDataError`). Faults of a neighbour (PeerFault) and
-unexpected exceptions are the backend's to end (:mod:`dpnet.run`).
+unexpected exceptions are the backend's to end (:mod:`dpnet.cli.command`, :mod:`dpnet.run`).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import networkx as nx
 
-from dpnet.cli.checkpoint import available_rounds, common_round
+from dpnet.cli.checkpoint import Resumed, available_rounds, common_round
 from dpnet.cli.config import RunConfig
 from dpnet.cli.job import JobOutcome, block_main, check_checkpoint_dir, resume_machine
 from dpnet.cli.provenance import host_name
@@ -45,25 +46,14 @@ from dpnet.cli.setup import (
     prepare_problem,
     shard_from_own_data,
 )
-from dpnet.cli.simulation import check_simulator_fits, simulate_machines
-from dpnet.decentralized.block import CommBlock
+from dpnet.data.dataset import GroupData
 from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.columns import (
-    ColumnMoments,
-    PublicColumns,
-    public_columns,
-)
+from dpnet.decentralized.columns import ColumnMoments, PublicColumns
 from dpnet.decentralized.cv import check_fold_counts
-from dpnet.errors import (
-    EXIT_BAD_INPUT,
-    DataError,
-    DpnetError,
-    NetworkDataError,
-    TopologyError,
-)
+from dpnet.errors import EXIT_BAD_INPUT, DpnetError, NetworkDataError, TopologyError
 from dpnet.network.comm import World
 from dpnet.network.launcher import launched_by_open_mpi, launcher_rank
-from dpnet.network.topology import build_topology, machine_count, validate_topology
+from dpnet.network.topology import build_topology, validate_topology
 
 FIRST_LINE_GRACE_SECONDS = 2.0  # how long another rank lets rank 0 exit first (Open MPI)
 
@@ -80,31 +70,42 @@ def fail(message: str, rank: int) -> int:
     return EXIT_BAD_INPUT
 
 
-def machine_job(world: World, config: RunConfig, started_at: float) -> int:
-    """This machine's whole job; its exit code (the same on every machine)."""
+class FitsCheck(Protocol):
+    """A process's check that its machines' arrays fit in memory (DpnetError if not): the
+    simulator's :func:`~dpnet.cli.simulation.check_simulator_fits`."""
+
+    def __call__(
+        self, config: RunConfig, rows: Sequence[int], n_features: int, *, shards_held: bool
+    ) -> None: ...
+
+
+def process_job(
+    world: World, config: RunConfig, started_at: float, check_fits: FitsCheck | None = None
+) -> int:
+    """This process's whole job; its exit code (the same in every process). ``check_fits``:
+    the process's memory check, before the rows are drawn and once they are known."""
     start = time.perf_counter()
     graph, error = _checks(world, config)
     if error is not None:
         return fail(error, world.rank)
     assert graph is not None
-    shard, setup, error = _shard(world, config)
+    shards, setup, error = _shards(world, config, check_fits)
     if error is None:
-        resumed, error = _resume(world, config, graph, shard)
+        resumed, error = _resume(world, config, graph, shards)
     if error is not None:
         return fail(error, world.rank)
-    comm = world.communicator(graph, config.peer_timeout)
+    block = world.block(graph, config.peer_timeout)
     try:
-        block = CommBlock(comm, graph)
-        outcome = block_main(block, [shard], config, graph, _progress(config), resumed)[0]
+        outcomes = block_main(block, shards, config, graph, _progress(config), resumed)
     except NetworkDataError as exc:  # every machine raised it in the same exchange
-        world.free(comm)
+        world.free()
         return fail(str(exc), world.rank)
-    outcomes = comm.gather_to_root(_timed_startup(outcome, started_at))
-    code = exit_code(outcome.release.result.stop_reason)
+    gathered = world.gather_to_root([_timed_startup(o, started_at) for o in outcomes])
+    code = exit_code(outcomes[0].release.result.stop_reason)
     if world.rank == 0:
-        assert setup is not None and outcomes is not None
-        code = finish(config, graph, setup, outcomes, time.perf_counter() - start, world.backend)
-    world.free(comm)
+        assert setup is not None and gathered is not None
+        code = finish(config, graph, setup, gathered, time.perf_counter() - start, world.backend)
+    world.free()
     return code
 
 
@@ -112,7 +113,7 @@ def _checks(world: World, config: RunConfig) -> tuple[nx.Graph | None, str | Non
     """Step 1: the machine graph (built once, by rank 0: a random family's draws until
     connected cost J times as much on every machine), or the first error any machine met."""
     graph = None
-    configs = world.allgather(config.as_dict())
+    configs = world.allgather([config.as_dict()] * len(world.machines))
     error = settings_mismatch(configs) if world.rank == 0 else None  # agreed below
     if error is None:
         try:
@@ -140,50 +141,81 @@ def checked_graph(config: RunConfig, size: int, launched_as: str | None) -> nx.G
         raise TopologyError(f"{exc} ({launched_as})") from None
 
 
-def _shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str | None]:
-    """Step 2: (this machine's RawShard, rank 0's SetUp, the first error)."""
+def _shards(
+    world: World, config: RunConfig, check_fits: FitsCheck | None
+) -> tuple[list[RawShard], SetUp | None, str | None]:
+    """Step 2: (the RawShards of this process's machines, rank 0's SetUp, the first error)."""
     if data_per_machine(config):
-        return _own_shard(world, config)
+        shards, setup, error = _own_shards(world, config)
+    else:
+        shards, setup, error = _split_shards(world, config, check_fits)
+    if error is None and check_fits is not None:
+        try:
+            rows = [s.X.shape[0] for s in shards]
+            check_fits(config, rows, shards[0].X.shape[1], shards_held=True)
+        except DpnetError as exc:
+            error = str(exc)
+        error = world.agree(error)
+    return shards, setup, error
+
+
+def _split_shards(
+    world: World, config: RunConfig, check_fits: FitsCheck | None
+) -> tuple[list[RawShard], SetUp | None, str | None]:
+    """Rank 0 loads or generates all rows and splits them; each process gets its machines'."""
     setup, error = None, None
     if world.rank == 0:
         try:
+            planned = _synthetic_rows(config, world.size)
+            if check_fits is not None and planned is not None:
+                # before any row is drawn (the data's own check counts its generation only)
+                check_fits(config, planned, 3 * config.n_groups, shards_held=False)
             setup = prepare_problem(config, world.size)
             check_cv_rows(config, [s.X.shape[0] for s in setup.shards or []])
         except DpnetError as exc:
             error = str(exc)
     if (error := world.agree(error)) is not None:
-        return None, None, error
+        return [], None, error
     return world.scatter_from_root(setup.shards if setup is not None else None), setup, None
 
 
-def _own_shard(world: World, config: RunConfig) -> tuple[Any, SetUp | None, str | None]:
+def _own_shards(world: World, config: RunConfig) -> tuple[list[RawShard], SetUp | None, str | None]:
     """Every machine loads its own file; set-up messages agree on sizes and groups (public)."""
-    own = setup = None
-    error = None
-    try:
-        own = load_own_shard(config, world.rank)
-    except DpnetError as exc:
-        error = f"machine {world.rank}: {exc}"
+    own: list[GroupData] = []
+    setup, error = None, None
+    for machine in world.machines:
+        try:
+            own.append(load_own_shard(config, machine))
+        except DpnetError as exc:
+            error = f"machine {machine}: {exc}"
+            break
     if (error := world.agree(error)) is not None:
-        return None, None, error
-    assert own is not None
+        return [], None, error
     # label privacy: the column moments for the fit's shift and start (the features are
     # public there)
-    moments = ColumnMoments.of(own.X, world.size) if config.privacy_mode.features_public else None
+    public = config.privacy_mode.features_public
     # the public schema of each file (rows, groups, header): every machine checks they agree
-    schema = (own.n_samples, own.groups.tolist(), own.feature_names)
-    metas = world.allgather((schema, moments))
+    metas = world.allgather(
+        [
+            (
+                (o.n_samples, o.groups.tolist(), o.feature_names),
+                ColumnMoments.of(o.X, world.size) if public else None,
+            )
+            for o in own
+        ]
+    )
     try:
         check_own_shards(config, [m[0] for m in metas])
         if world.rank == 0:
-            setup = own_data_problem(config, own.groups, own.feature_names, own.group_names)
+            first = own[0]  # machine 0's
+            setup = own_data_problem(config, first.groups, first.feature_names, first.group_names)
     except DpnetError as exc:
         error = str(exc)
     if (error := world.agree(error)) is not None:
-        return None, None, error
+        return [], None, error
     total = sum(m[0][0] for m in metas)
-    columns = PublicColumns.pooled([m[1] for m in metas], total) if moments is not None else None
-    return shard_from_own_data(own, total, config, columns), setup, None
+    columns = PublicColumns.pooled([m[1] for m in metas], total) if public else None
+    return [shard_from_own_data(o, total, config, columns) for o in own], setup, None
 
 
 def check_own_shards(
@@ -193,52 +225,6 @@ def check_own_shards(
     groups and header, and rows enough for --cv (ConfigError)."""
     check_shards_agree([m[0] for m in metas], [m[1] for m in metas], [m[2] for m in metas])
     check_cv_rows(config, [m[0] for m in metas])
-
-
-def all_shards(config: RunConfig, size: int) -> tuple[list[RawShard], SetUp]:
-    """Step 2 for a process that holds every machine (the simulated backend): each machine's
-    RawShard, from its own file or from rank 0's split, and the SetUp (DpnetError)."""
-    if not data_per_machine(config):
-        setup = prepare_problem(config, size)
-        assert setup.shards is not None
-        check_cv_rows(config, [s.X.shape[0] for s in setup.shards])
-        return setup.shards, setup
-    own = []
-    for rank in range(size):
-        try:
-            own.append(load_own_shard(config, rank))
-        except DpnetError as exc:
-            raise DataError(f"machine {rank}: {exc}") from None
-    check_own_shards(config, [(o.n_samples, o.groups.tolist(), o.feature_names) for o in own])
-    total = sum(o.n_samples for o in own)
-    columns = public_columns(config.privacy_mode, [o.X for o in own], total)
-    shards = [shard_from_own_data(o, total, config, columns) for o in own]
-    return shards, own_data_problem(config, own[0].groups, own[0].feature_names, own[0].group_names)
-
-
-def simulated_job(config: RunConfig, started_at: float) -> int:
-    """The whole job with every machine in this process as arrays (:mod:`dpnet.cli.simulation`):
-    steps 1, 2 and 5 as above with one process holding all machines, step 4 for all at once.
-    --checkpoint and --resume do not apply (RunConfig refuses them)."""
-    start = time.perf_counter()
-    try:
-        size = machine_count(config.topology, config.machines)
-        graph = checked_graph(config, size, None)
-        if (planned := _synthetic_rows(config, size)) is not None:
-            # before any row is drawn (the data's own check counts its generation only)
-            check_simulator_fits(config, planned, 3 * config.n_groups, shards_held=False)
-        shards, setup = all_shards(config, size)
-        rows = [s.X.shape[0] for s in shards]
-        check_simulator_fits(config, rows, shards[0].X.shape[1], shards_held=True)
-    except DpnetError as exc:
-        return fail(str(exc), 0)
-    try:
-        outcomes = simulate_machines(shards, config, graph, _progress(config))
-    except NetworkDataError as exc:
-        return fail(str(exc), 0)
-    for outcome in outcomes:
-        _timed_startup(outcome, started_at)
-    return finish(config, graph, setup, outcomes, time.perf_counter() - start, "simulated")
 
 
 def _synthetic_rows(config: RunConfig, size: int) -> list[int] | None:
@@ -254,17 +240,18 @@ def _synthetic_rows(config: RunConfig, size: int) -> list[int] | None:
     return list(config.shard_sizes)
 
 
-def _resume(world: World, config: RunConfig, graph: nx.Graph, shard: Any) -> tuple[Any, str | None]:
+def _resume(
+    world: World, config: RunConfig, graph: nx.Graph, shards: list[RawShard]
+) -> tuple[Resumed | None, str | None]:
     """Step 3, ``--resume``: the machines agree on the latest round all have, each loads its
-    own file."""
+    own file (a process of one machine: the simulator refuses --resume)."""
     if config.resume is None:
         return None, None
+    (machine,), (shard,) = world.machines, shards
     resumed, error = None, None
-    rounds = world.allgather(available_rounds(config.resume, world.rank))
+    rounds = world.allgather([available_rounds(config.resume, machine)])
     try:
-        resumed = resume_machine(
-            config, graph, world.rank, shard, common_round(rounds, config.resume)
-        )
+        resumed = resume_machine(config, graph, machine, shard, common_round(rounds, config.resume))
     except DpnetError as exc:
         error = str(exc)
     return resumed, world.agree(error)

@@ -1,24 +1,19 @@
-"""Step 4 of the main job for every machine at once: the simulated backend.
+"""The simulated backend's memory check, before its arrays are allocated.
 
-:func:`dpnet.cli.job.block_main` on an :class:`~dpnet.decentralized.block.ArrayBlock` (all J
-machines' iterates as arrays in one process): the same randomized response, folds, round loop
-and stop rule as a machine's, iterates equal to rounding (tests/test_backends_agree.py), and
-the memory check before the arrays are allocated. Traffic is counted, not measured; times are
-the process's divided by J (``timing.per_machine`` says so).
+The simulator runs the main job's pipeline once for every machine
+(:class:`~dpnet.network.inprocess.SimulatedWorld`): :func:`dpnet.cli.job.block_main` on an
+:class:`~dpnet.decentralized.block.ArrayBlock` (all J machines' iterates as arrays in one
+process), the same randomized response, folds, round loop and stop rule as a machine's,
+iterates equal to rounding (tests/test_backends_agree.py). Traffic is counted, not measured;
+times are the process's divided by J (``timing.per_machine`` says so).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
-import networkx as nx
+from collections.abc import Sequence
 
 from dpnet.cli.config import RunConfig
-from dpnet.cli.job import JobOutcome, block_main
 from dpnet.data.memory import check_bytes
-from dpnet.decentralized.admm import ProgressRecord
-from dpnet.decentralized.block import ArrayBlock
-from dpnet.decentralized.boundary import RawShard
 
 ROW_VECTORS = 12
 """Float vectors per stacked row alive at once in the simulator's rounds (margins, weights,
@@ -63,14 +58,3 @@ def check_simulator_fits(
     )
     what = f"--backend simulated: {len(rows)} machines' {sum(rows):,} rows x {n_features:,} columns"
     check_bytes(size, what + (" (beside the shards already loaded)" if shards_held else ""))
-
-
-def simulate_machines(
-    raws: list[RawShard],
-    config: RunConfig,
-    graph: nx.Graph,
-    on_progress: Callable[[ProgressRecord], None] | None,
-) -> list[JobOutcome]:
-    """Every machine's outcome of the main job: :func:`dpnet.cli.job.block_main` on the block of
-    all machines."""
-    return block_main(ArrayBlock(graph), raws, config, graph, on_progress)

@@ -1,4 +1,5 @@
-"""The communicator interface every backend implements, and its traffic counters.
+"""The communicator interface every backend implements, its traffic counters, and the
+:class:`World` a process of the main job runs on.
 
 A communicator is one machine's endpoint: it knows its rank, the number of machines and its
 sorted graph neighbours, and it can exchange one contiguous float64 buffer with every
@@ -12,9 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from dpnet.decentralized.block import Block
 
 DEFAULT_PEER_TIMEOUT = 60.0
 """Seconds a machine waits for a neighbour's message before it stops (``--peer-timeout``):
@@ -202,14 +206,17 @@ class Communicator(Protocol):
 
 
 class World(Protocol):
-    """One machine's view of a backend around the algorithm: set-up agreement and delivery
-    between the machines, then the communicator of the machine graph. The main job's pipeline
-    (:mod:`dpnet.cli.pipeline`) is written against it once; MPI
-    (:class:`~dpnet.network.mpi_comm.MPISetup`) and threads
-    (:class:`~dpnet.network.inprocess.ThreadWorld`) implement it."""
+    """A process's view of a backend around the algorithm: the machines it runs, set-up
+    agreement and delivery between the processes, then its block of the machine graph. The main
+    job's pipeline (:mod:`dpnet.cli.pipeline`) is written against it once; MPI
+    (:class:`~dpnet.network.mpi_comm.MPISetup`: a rank per machine), threads
+    (:class:`~dpnet.network.inprocess.ThreadWorld`: a thread per machine) and the simulator
+    (:class:`~dpnet.network.inprocess.SimulatedWorld`: every machine in one process) implement
+    it. Set-up items are per machine: a process passes one for each of its ``machines``."""
 
-    rank: int
-    size: int
+    rank: int  # this process's (rank 0 checks and releases)
+    size: int  # machines of the network
+    machines: list[int]  # the machines this process runs, in increasing order
     backend: str  # the results' "backend"
 
     @property
@@ -218,25 +225,35 @@ class World(Protocol):
         ...
 
     def agree(self, error: str | None) -> str | None:
-        """Every machine learns the first error any machine met (None if none)."""
+        """Every process learns the first error any process met (None if none)."""
         ...
 
-    def allgather(self, obj: Any) -> list[Any]:
-        """Every machine's ``obj``, on every machine."""
+    def allgather(self, items: list[Any]) -> list[Any]:
+        """Every machine's item (``items``: this process's machines'), in machine order."""
         ...
 
-    def scatter_from_root(self, items: list[Any] | None) -> Any:
-        """Machine j gets ``items[j]`` of rank 0's list (others pass None)."""
+    def scatter_from_root(self, items: list[Any] | None) -> list[Any]:
+        """This process's machines' items of rank 0's list (others pass None)."""
         ...
 
     def broadcast_from_root(self, obj: Any) -> Any:
-        """Every machine gets rank 0's ``obj`` (others pass None)."""
+        """Every process gets rank 0's ``obj`` (others pass None)."""
         ...
 
-    def communicator(self, graph: Any, peer_timeout: float) -> Communicator:
-        """This machine's endpoint on ``graph`` (every machine calls it together)."""
+    def block(self, graph: Any, peer_timeout: float) -> Block:
+        """This process's machines on ``graph`` (every process calls it together)."""
         ...
 
-    def free(self, comm: Any) -> None:
-        """Release what :meth:`communicator` took (every machine together)."""
+    def gather_to_root(self, items: list[Any]) -> list[Any] | None:
+        """After :meth:`block`: rank 0 gets every machine's item in machine order, others
+        None."""
         ...
+
+    def free(self) -> None:
+        """Release what :meth:`block` took (every process together)."""
+        ...
+
+
+def flattened(parts: list[list[Any]]) -> list[Any]:
+    """Every process's list of per-machine items, in rank order, as one list."""
+    return [item for part in parts for item in part]

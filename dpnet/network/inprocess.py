@@ -1,9 +1,11 @@
-"""All J machines in one process: one thread per machine, one mailbox per directed edge.
+"""All J machines in one process: one thread per machine, one mailbox per directed edge; or
+every machine as arrays (:class:`SimulatedWorld`).
 
 The same round loop that runs over MPI runs here unchanged, so unit tests exercise the real
 algorithm without launching ``mpiexec``; :func:`run_threads` runs the main job's whole
 pipeline (set-up included) on every thread against a :class:`ThreadWorld`, as ``mpiexec`` runs
-it on every rank against :class:`~dpnet.network.mpi_comm.MPISetup`.
+it on every rank against :class:`~dpnet.network.mpi_comm.MPISetup` and the simulated backend
+once against a :class:`SimulatedWorld`.
 
 An exchange puts the machine's buffer into its mailbox towards each neighbour and takes one
 buffer from each neighbour's mailbox towards it (FIFO queues: exchanges pair up in order, as
@@ -24,6 +26,7 @@ import networkx as nx
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from dpnet.decentralized.block import ArrayBlock, CommBlock
 from dpnet.network.comm import (
     DEFAULT_PEER_TIMEOUT,
     END_STAGE,
@@ -31,6 +34,7 @@ from dpnet.network.comm import (
     Deadline,
     PeerSilent,
     TrafficStats,
+    flattened,
 )
 
 JOIN_POLL_SECONDS = 0.2
@@ -147,8 +151,7 @@ def _allgather(shared: _SharedState, rank: int, obj: Any, stage: str) -> list[An
 class ThreadWorld:
     """Machine ``rank``'s view of the thread backend's set-up (the :class:`~dpnet.network.
     comm.World` of :func:`run_threads`): agreement and delivery between the machines' threads,
-    then the communicator of the machine graph. Set-up waits have the peer deadline, as over
-    MPI."""
+    then its block of the machine graph. Set-up waits have the peer deadline, as over MPI."""
 
     backend = "threads"
     launched_as = None  # the machine count is the job's own (--machines or the graph file)
@@ -156,34 +159,82 @@ class ThreadWorld:
     def __init__(self, rank: int, shared: _SharedState) -> None:
         self.rank = rank
         self.size = shared.size
+        self.machines = [rank]
         self._shared = shared
+        self._comm: InProcessCommunicator | None = None
 
-    def allgather(self, obj: Any) -> list[Any]:
-        return _allgather(self._shared, self.rank, obj, SETUP_STAGE)
+    def allgather(self, items: list[Any]) -> list[Any]:
+        return flattened(_allgather(self._shared, self.rank, items, SETUP_STAGE))
 
     def agree(self, error: str | None) -> str | None:
-        return next((e for e in self.allgather(error) if e is not None), None)
+        errors = _allgather(self._shared, self.rank, error, SETUP_STAGE)
+        return next((e for e in errors if e is not None), None)
 
-    def scatter_from_root(self, items: list[Any] | None) -> Any:
+    def scatter_from_root(self, items: list[Any] | None) -> list[Any]:
         if self.rank == 0:
             self._shared.scattered = items
         self._shared.wait_all(self.rank, SETUP_STAGE)
         assert self._shared.scattered is not None
         item = self._shared.scattered[self.rank]
         self._shared.wait_all(self.rank, SETUP_STAGE)
-        return item
+        return [item]
 
     def broadcast_from_root(self, obj: Any) -> Any:
-        return self.allgather(obj)[0]  # every thread holds the same object: nothing is copied
+        # every thread holds the same object: nothing is copied
+        return _allgather(self._shared, self.rank, obj, SETUP_STAGE)[0]
 
-    def communicator(self, graph: nx.Graph, peer_timeout: float) -> InProcessCommunicator:
+    def block(self, graph: nx.Graph, peer_timeout: float) -> CommBlock:
         if self.rank == 0:
             self._shared.connect(graph, peer_timeout)
         self._shared.wait_all(self.rank, SETUP_STAGE)
-        return InProcessCommunicator(self.rank, list(graph.neighbors(self.rank)), self._shared)
+        self._comm = InProcessCommunicator(
+            self.rank, list(graph.neighbors(self.rank)), self._shared
+        )
+        return CommBlock(self._comm, graph)
 
-    def free(self, comm: InProcessCommunicator) -> None:
+    def gather_to_root(self, items: list[Any]) -> list[Any] | None:
+        assert self._comm is not None  # after block()
+        gathered = self._comm.gather_to_root(items)
+        return None if gathered is None else flattened(gathered)
+
+    def free(self) -> None:
         """Nothing to release (MPI frees its graph communicator here)."""
+
+
+class SimulatedWorld:
+    """Every machine of the network in this process, as arrays (the simulated backend's
+    :class:`~dpnet.network.comm.World`): rank 0 of a world of one process, which has nothing to
+    agree on or deliver; its block is the :class:`~dpnet.decentralized.block.ArrayBlock`."""
+
+    rank = 0
+    backend = "simulated"
+    launched_as = None  # the machine count is the job's own (--machines or the graph file)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.machines = list(range(size))
+
+    def agree(self, error: str | None) -> str | None:
+        return error
+
+    def allgather(self, items: list[Any]) -> list[Any]:
+        return items
+
+    def scatter_from_root(self, items: list[Any] | None) -> list[Any]:
+        assert items is not None  # this process is rank 0
+        return items
+
+    def broadcast_from_root(self, obj: Any) -> Any:
+        return obj
+
+    def block(self, graph: nx.Graph, peer_timeout: float) -> ArrayBlock:
+        return ArrayBlock(graph)
+
+    def gather_to_root(self, items: list[Any]) -> list[Any]:
+        return items
+
+    def free(self) -> None:
+        """Nothing to release."""
 
 
 def run_in_process(

@@ -28,6 +28,7 @@ import mpi4py
 import networkx as nx
 import numpy as np
 
+from dpnet.decentralized.block import CommBlock
 from dpnet.errors import (
     EXIT_MACHINE_FAILED,
     EXIT_PEER_FAULT,
@@ -42,6 +43,7 @@ from dpnet.network.comm import (
     NeighbourStopped,
     PeerSilent,
     TrafficStats,
+    flattened,
 )
 from dpnet.network.launcher import launched_by_open_mpi
 
@@ -250,7 +252,7 @@ class MPICommunicator:
 
 class MPISetup:
     """Set-up and reporting traffic on COMM_WORLD (outside the algorithm's rounds): the
-    :class:`~dpnet.network.comm.World` of the MPI backend."""
+    :class:`~dpnet.network.comm.World` of the MPI backend, a machine per rank."""
 
     backend = "mpi"
 
@@ -259,8 +261,10 @@ class MPISetup:
         self.world = MPI.COMM_WORLD
         self.rank = self.world.Get_rank()
         self.size = self.world.Get_size()
+        self.machines = [self.rank]
         self.launched_as = f"mpiexec started {self.size} ranks, one per machine"
         self.peer_timeout = peer_timeout
+        self._comm: MPICommunicator | None = None
 
     def _all_here(self) -> None:
         """Every rank reaches this step of set-up, within ``peer_timeout`` seconds of this
@@ -269,11 +273,18 @@ class MPISetup:
         if not wait_politely(self.world.Ibarrier(), Deadline(self.peer_timeout)):
             raise PeerSilent(self.rank, None, self.peer_timeout, SETUP_STAGE)
 
-    def communicator(self, graph: nx.Graph, peer_timeout: float) -> MPICommunicator:
-        return MPICommunicator(graph, self.world, peer_timeout=peer_timeout)
+    def block(self, graph: nx.Graph, peer_timeout: float) -> CommBlock:
+        self._comm = MPICommunicator(graph, self.world, peer_timeout=peer_timeout)
+        return CommBlock(self._comm, graph)
 
-    def free(self, comm: MPICommunicator) -> None:
-        comm.free()
+    def gather_to_root(self, items: list[Any]) -> list[Any] | None:
+        assert self._comm is not None  # after block()
+        gathered = self._comm.gather_to_root(items)
+        return None if gathered is None else flattened(gathered)
+
+    def free(self) -> None:
+        assert self._comm is not None  # after block()
+        self._comm.free()
 
     def agree(self, error: str | None) -> str | None:
         """Every rank learns the first error any rank met during set-up (None if none)."""
@@ -281,13 +292,13 @@ class MPISetup:
         errors = self.world.allgather(error)
         return next((e for e in errors if e is not None), None)
 
-    def allgather(self, obj: Any) -> list[Any]:
+    def allgather(self, items: list[Any]) -> list[Any]:
         self._all_here()
-        return self.world.allgather(obj)
+        return flattened(self.world.allgather(items))
 
-    def scatter_from_root(self, items: list[Any] | None) -> Any:
+    def scatter_from_root(self, items: list[Any] | None) -> list[Any]:
         self._all_here()
-        return self.world.scatter(items, root=0)
+        return [self.world.scatter(items, root=0)]
 
     def broadcast_from_root(self, obj: Any) -> Any:
         self._all_here()
