@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol, cast
 
 import networkx as nx
@@ -74,6 +75,11 @@ class BlockEdges:
             rev = np.searchsorted(keys, col * n + row)
         return cls(np.array(block, dtype=np.int64), ptr, row, col, degree, rev)
 
+    @cached_property
+    def sqrt_degree(self) -> np.ndarray:
+        """sqrt(d_j) of every row (the dual residual's factor)."""
+        return np.sqrt(self.degree)
+
     def row_sum(self, values: np.ndarray) -> np.ndarray:
         """sum over the edges e of row r of values[e], for every row: shape (k, ...). One
         row: np.add.reduce in edge order. Rows of at most EDGE_SUM_UNROLL edges: v_first +
@@ -103,7 +109,9 @@ class BlockEdges:
         return total
 
     def row_max(self, values: np.ndarray) -> np.ndarray:
-        """max over the edges of row r of values[e] (1-d values), for every row."""
+        """max over the edges of row r of values[e] (1-d values), for every row (NaN wins)."""
+        if len(self.degree) == 1:
+            return np.maximum.reduce(values, keepdims=True)
         return np.maximum.reduceat(values, self.ptr[:-1])
 
 

@@ -146,6 +146,9 @@ def stack_matvec(
             v[idx] = rows
         out = vecmats(v, A) if left else matvecs(A, v)
         return out if idx.size == n_all else out[idx]
+    if idx.size == 1:  # one machine: its product alone
+        j = int(idx[0])
+        return (v[0] @ A[j] if left else A[j] @ v[0])[None]
     out = np.empty((idx.size, A.shape[2] if left else A.shape[1]))
     for out_i, j, v_i in zip(out, idx.tolist(), v, strict=True):
         if left:

@@ -196,7 +196,7 @@ def residuals(
     apart *= apart
     primal = np.sqrt(edges.row_max(np.add.reduce(apart, axis=1)))
     moved = z - z_prev
-    dual = c * np.sqrt(edges.degree) * np.sqrt(np.einsum("ij,ij->i", moved, moved))
+    dual = c * edges.sqrt_degree * np.sqrt(np.einsum("ij,ij->i", moved, moved))
     return primal, dual
 
 

@@ -49,6 +49,8 @@ forms it anew. Both measured in docs/algorithms.md ("The Newton matrix is kept")
 NO_ANCHORS = np.empty((0, 0))
 """The Newton state of a block whose theta step keeps no matrix (or has formed none yet)."""
 NO_ANCHORS.setflags(write=False)
+NO_MACHINES = np.empty(0, dtype=np.intp)
+NO_MACHINES.setflags(write=False)
 
 
 def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -342,8 +344,10 @@ class NewtonThetaStep:
             new_loss, first = data.margin_loss_sum_and_derivative(active, new_margin)
             new_loss *= inv_n
             f_new = objective(rows, new_theta, new_loss)
-            searching = np.flatnonzero(~flat & ~(f_new <= f_act - ARMIJO_FRACTION * slope))
-            t = np.ones(active.size)
+            short = ~flat & ~(f_new <= f_act - ARMIJO_FRACTION * slope)
+            searching = np.flatnonzero(short) if short.any() else NO_MACHINES
+            if searching.size:
+                t = np.ones(active.size)
             while searching.size:
                 t[searching] *= 0.5
                 trial = th[searching] - t[searching, None] * step[searching]
@@ -373,8 +377,8 @@ class NewtonThetaStep:
                 active = active[~ends]
                 if active.size == 0:
                     break
-        rest = np.flatnonzero(~measured)  # a final Newton step, or max_iter: measured now
-        if rest.size:
+        if not measured.all():  # a final Newton step, or max_iter: measured now
+            rest = np.flatnonzero(~measured)
             final_norm[rest] = points.gradient(rest, center, rho)[1]
         return ThetaResult(points.theta.copy(), points.loss.copy(), final_norm)
 
