@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpnet.cli import RunConfig
+from dpnet.cli import RunConfig, parse_config
 from dpnet.data import make_group_logistic
+from dpnet.errors import ConfigError
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 from dpnet.privacy import randomized_response
 from dpnet.streams import machine_flip_stream
@@ -78,8 +79,23 @@ def test_reported_epsilon_and_no_flip_counts():
 
 def test_keep_prob_option_and_epsilon_inf():
     assert RunConfig(keep_prob=0.75).label_epsilon == pytest.approx(math.log(3))
-    assert RunConfig().keep_probability == 1.0
-    assert math.isinf(RunConfig().label_epsilon)
+    assert RunConfig(epsilon=math.inf).keep_probability == 1.0
+    assert math.isinf(RunConfig(epsilon=math.inf).label_epsilon)
+
+
+def test_private_by_default():
+    """The default is label privacy at epsilon = 1 (it was inf: no privacy, worded as if
+    private); --keep-prob alone names the budget instead; both given are refused."""
+    assert RunConfig().label_epsilon == pytest.approx(1.0)
+    assert RunConfig().keep_probability == pytest.approx(math.e / (1 + math.e))
+    assert parse_config([]).privacy_mode.private
+    assert parse_config(["--keep-prob", "0.75"]).label_epsilon == pytest.approx(math.log(3))
+    with pytest.raises(ConfigError, match="either --epsilon or --keep-prob"):
+        parse_config(["--epsilon", "1", "--keep-prob", "0.75"])
+    record = parse_config(["--privacy", "record", "--row-bound", "2"])
+    assert record.privacy_mode.spend() == (1.0, 1e-5)
+    with pytest.raises(ConfigError, match="needs --row-bound"):
+        parse_config(["--privacy", "record"])
 
 
 def test_the_results_give_the_epsilon_asked_and_the_one_spent(tmp_path):
