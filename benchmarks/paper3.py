@@ -293,6 +293,7 @@ def fig3(cfg: dict[str, Any], seed: int) -> list[dict[str, Any]]:
             for J, (lam, c) in FIG3_FITS.items():
                 est = DecentralizedGroupLassoLogistic(
                     lam,
+                    epsilon=math.inf,  # the paper's non-private fits (default: epsilon 1)
                     n_machines=1 if J == 1 else 5,
                     topology="complete" if J == 1 else "paper5",
                     c=c,
@@ -337,6 +338,7 @@ def cv_selection(seed: int, timeout: float) -> dict[int, dict[str, Any]]:
         argv = ["--n-samples", str(CV_N), "--label-rule", "threshold", "--n-test", "0"]
         argv += ["--seed", str(seed), "--machines", str(J), "--topology", topology]
         argv += ["--cv", "5", "--lam-grid", ",".join(map(str, CV_GRID)), "--tol", "1e-6"]
+        argv += ["--epsilon", "inf"]  # the paper's non-private selection (default: epsilon 1)
         out[J] = run_job(argv, ranks=None, timeout=timeout)["cross_validation"]
         print(f"CV J = {J}: lambda_min {out[J]['lambda_min']}", flush=True)
     return out

@@ -65,6 +65,7 @@ from dpnet.decentralized.columns import ColumnMoments
 from dpnet.network import build_topology, laplacian_extremes
 
 GAPS = (1e-4, 1e-6)
+NOT_PRIVATE = ("--epsilon", "inf")  # the non-private optimum (the job's default: epsilon 1)
 N, N_GROUPS = 10_000, 16
 RUNS = (
     "1:complete",
@@ -221,7 +222,7 @@ def data_sets(args: argparse.Namespace, tmp: Path) -> list[tuple[str, int, list[
             )
             path = tmp / f"memset{seed}.npz"
             np.savez(path, X=train.X, y=train.y, groups=train.groups)
-            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
+            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed), *NOT_PRIVATE]
             out.append(("memset", seed, argv))
     if args.adult:
         from dpnet.data import load_adult
@@ -232,7 +233,7 @@ def data_sets(args: argparse.Namespace, tmp: Path) -> list[tuple[str, int, list[
             X = X_all[pick][:, X_all[pick].any(axis=0)]  # skglm fails on an all-zero column
             path = tmp / f"adult{seed}.npz"
             np.savez(path, X=X, y=y_all[pick], groups=np.arange(X.shape[1]))
-            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
+            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed), *NOT_PRIVATE]
             out.append(("adult", seed, argv))
     if args.splice:
         X, y = splice(DATA_DIR / "splice_grplasso" / "splice_grplasso.csv.gz")
@@ -240,7 +241,7 @@ def data_sets(args: argparse.Namespace, tmp: Path) -> list[tuple[str, int, list[
             order = np.random.default_rng(seed).permutation(len(y))
             path = tmp / f"splice{seed}.npz"
             np.savez(path, X=X[order], y=y[order], groups=np.repeat(np.arange(7), 4))
-            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed)]
+            argv = ["--data", str(path), "--test-fraction", "0", "--seed", str(seed), *NOT_PRIVATE]
             out.append(("splice", seed, argv))
     return out
 

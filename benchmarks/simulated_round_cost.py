@@ -99,7 +99,7 @@ class CountingLoss(MarginLoss):
 
 def problem(n_machines: int) -> tuple[StackedShards, Any, Any, Any]:
     """(stacked shards, groups, ADMM config, graph) of the simulated job with J machines."""
-    argv = ["--backend", "simulated", "--machines", str(n_machines)]
+    argv = ["--backend", "simulated", "--machines", str(n_machines), "--epsilon", "inf"]
     argv += ["--topology", "random-regular", "--n-samples", str(ROWS_PER_MACHINE * n_machines)]
     return stacked_job(argv + ["--seed", str(SEED)], n_machines)
 

@@ -65,7 +65,7 @@ def launch(argv: list[str], timeout: float) -> tuple[dict[str, Any], float, floa
 
 
 def one_j(n_machines: int, max_rounds: int, timeout: float) -> dict[str, Any]:
-    argv = ["--backend", "simulated", "--machines", str(n_machines)]
+    argv = ["--backend", "simulated", "--machines", str(n_machines), "--epsilon", "inf"]
     argv += ["--topology", "random-regular", "--n-samples", str(ROWS_PER_MACHINE * n_machines)]
     argv += ["--seed", str(SEED), "--max-rounds", str(max_rounds)]
     report, wall, peak_mb = launch(argv, timeout)

@@ -94,6 +94,8 @@ def main() -> None:
         "1e-10",
         "--progress-every",
         "1",
+        "--epsilon",
+        "inf",  # the non-private optimum, as skglm's (default: epsilon 1)
     ]
     config = parse_config(argv)
     train = prepare_problem(config, 1).shards[0]

@@ -279,6 +279,8 @@ def job_rows(p: int, gradient_max_rounds: int) -> list[dict[str, Any]]:
                 solver,
                 "--max-rounds",
                 str(max_rounds),
+                "--epsilon",
+                "inf",  # the non-private optimum (default: epsilon 1)
             ]
             report = run_job(argv, ranks=None, timeout=1800)
             f = report["objective"]["on_randomized_labels"]

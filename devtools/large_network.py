@@ -5,6 +5,7 @@ graph facts, time, memory and traffic. Shared by the benchmark and tests/test_pe
 
 from __future__ import annotations
 
+import math
 import tracemalloc
 import warnings
 from typing import Any
@@ -45,7 +46,7 @@ def one_run(
     n = rows * n_mach
     data = make_group_logistic(n, n_groups=N_GROUPS, rng=np.random.default_rng(seed))
     parts = split_rows(n, n_mach, rng=np.random.default_rng(seed + 1))
-    columns = public_columns(LabelPrivacy(), [data.X[p] for p in parts], n)
+    columns = public_columns(LabelPrivacy(math.inf), [data.X[p] for p in parts], n)
     assert columns is not None  # label privacy pools the columns' facts
     X = data.X - columns.shift  # the columns the machines fit
     with warnings.catch_warnings():

@@ -63,6 +63,7 @@ from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.leaks import PrivacyLeakWarning
 from dpnet.privacy.modes import (
     DEFAULT_DELTA,
+    DEFAULT_EPSILON,
     ESTIMATOR,
     PRIVACY_MODES,
     RECORD_DISTANCE,
@@ -105,12 +106,15 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     many times slower; ``"auto"``: simulated; ``backend_`` says which ran).
 
     ``privacy="label"`` (default): every machine first applies randomized response with budget
-    ``epsilon`` to its own labels: epsilon-label-DP under replacing one label (features are not
-    protected), by parallel composition over the disjoint shards. ``privacy="record"``: every
-    theta a machine sends is a Gaussian release, rows scaled to norm <= ``row_bound`` (a public
-    bound, required), the noise calibrated so that the ``max_rounds`` rounds (default 100) compose
-    to exactly (``epsilon``, ``delta``): record-level DP (features and label) against every
-    other machine (:mod:`dpnet.decentralized.record`, docs/privacy.md).
+    ``epsilon`` (default 1, :data:`~dpnet.privacy.modes.DEFAULT_EPSILON`) to its own labels:
+    epsilon-label-DP under replacing one label (features are not protected), by parallel
+    composition over the disjoint shards. ``epsilon=math.inf`` asks for a fit that is not
+    private (labels used as given; ``privacy_["guarantee"]`` says "not private").
+    ``privacy="record"``: every theta a machine sends is a Gaussian release, rows scaled to
+    norm <= ``row_bound`` (a public bound, required), the noise calibrated so that the
+    ``max_rounds`` rounds (default 100) compose to exactly (``epsilon``, ``delta``, default
+    1 and 1e-5): record-level DP (features and label) against every other machine
+    (:mod:`dpnet.decentralized.record`, docs/privacy.md).
 
     Under label privacy the machines fit the columns centred at their mean over all rows (the
     features are not protected, so the mean is as public as they are): the intercept is not
@@ -198,7 +202,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         lam: float = _ADMM.lam,
         *,
         groups: Any = None,
-        epsilon: float = math.inf,
+        epsilon: float = DEFAULT_EPSILON,
         privacy: str = "label",
         delta: float = DEFAULT_DELTA,
         row_bound: float | None = None,
@@ -417,7 +421,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         ledger = privacy_ledger(releases, delta=mode.guarantee_delta)
         schema = (
             ""
-            if self.classes is not None
+            if self.classes is not None or not mode.private
             else "; assumes a public label set, but classes=None read it from y (not covered)"
         )
         self.privacy_ = {

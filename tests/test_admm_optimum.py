@@ -48,6 +48,7 @@ def test_every_machine_reaches_the_centralized_optimum(problem, topology, n_mach
     data, theta_star, f_star = problem
     model = DecentralizedGroupLassoLogistic(
         LAM,
+        epsilon=np.inf,  # the non-private optimum (the default is label privacy at 1)
         topology=topology,
         n_machines=n_machines,
         random_state=0,
@@ -70,6 +71,7 @@ def test_sqrt_size_weights_match_the_weighted_reference(problem):
     theta_star = group_logistic_optimum(data.X, data.y, data.groups, LAM, weights)
     model = DecentralizedGroupLassoLogistic(
         LAM,
+        epsilon=np.inf,
         topology="ring",
         n_machines=5,
         group_weights="sqrt-size",
@@ -86,7 +88,9 @@ def test_columns_far_from_zero_reach_the_same_optimum(problem):
     data, theta_star, f_star = problem
     shifted = data.X + 100.0
     fits = [
-        DecentralizedGroupLassoLogistic(LAM, groups=data.groups, random_state=0).fit(X, data.y)
+        DecentralizedGroupLassoLogistic(
+            LAM, epsilon=np.inf, groups=data.groups, random_state=0
+        ).fit(X, data.y)
         for X in (data.X, shifted)
     ]
     assert [fit.stop_reason_ for fit in fits] == ["converged", "converged"]

@@ -91,7 +91,7 @@ def test_a_fit_without_a_guarantee_is_refused_by_any_cap():
     X, y = _classification()
     for model in (
         ADMMObjPClassifier(epsilon=5.0, n_iter=1),  # inexact minimiser: no guarantee
-        DecentralizedGroupLassoLogistic(),  # epsilon = inf
+        DecentralizedGroupLassoLogistic(epsilon=np.inf),  # not private
         DPMedianRegressor(method="exact"),
     ):
         with pytest.raises(BudgetExceeded):

@@ -90,7 +90,7 @@ RECORD = ["--privacy", "record", "--epsilon", "1"]
         (["--no-such-option"], "no-such-option"),
         (["--delta", "1e-6"], "--privacy record only"),
         (["--row-bound", "2"], "--privacy record only"),
-        (["--privacy", "record", "--row-bound", "2"], "finite --epsilon"),
+        (["--privacy", "record", "--row-bound", "2", "--epsilon", "inf"], "finite --epsilon"),
         (["--privacy", "record", "--epsilon", "1"], "needs --row-bound"),
         ([*RECORD, "--row-bound", "-1"], "--row-bound must be"),
         ([*RECORD, "--row-bound", "2", "--delta", "1"], "--delta must lie"),

@@ -70,7 +70,7 @@ def test_record_privacy_charges_its_delta_too(fresh_default):
 
 def test_no_privacy_charges_nothing(fresh_default):
     X, y = _data()
-    model = DecentralizedGroupLassoLogistic(random_state=0, **FAST).fit(X, y)  # epsilon = inf
+    model = DecentralizedGroupLassoLogistic(epsilon=np.inf, random_state=0, **FAST).fit(X, y)
     assert model.privacy_["accountant"] is None and fresh_default.charges == ()
     DPMedianRegressor(method="exact").fit(X, X[:, 0])
     assert fresh_default.charges == ()

@@ -30,10 +30,24 @@ def test_predicts_the_users_labels():
     X, pos = _data()
     for labels in (("no", "yes"), (0, 1), (-1, 1), (2, 7)):
         y = np.where(pos, labels[1], labels[0])
-        model = DecentralizedGroupLassoLogistic(0.01, random_state=0).fit(X, y)
+        model = DecentralizedGroupLassoLogistic(0.01, epsilon=np.inf, random_state=0).fit(X, y)
         assert list(model.classes_) == list(labels)
         assert np.mean(model.predict(X) == y) > 0.9
         assert model.n_features_in_ == 4
+
+
+def test_private_by_default():
+    """The default is label privacy at epsilon = 1 (it was inf, with a guarantee-like text and
+    epsilon None); epsilon=inf is asked for, and then the guarantee says plainly "not private"."""
+    X, pos = _data()
+    model = DecentralizedGroupLassoLogistic(classes=(0, 1), random_state=0).fit(X, pos.astype(int))
+    assert model.get_params()["epsilon"] == 1.0
+    assert model.privacy_["epsilon"] == pytest.approx(1.0)
+    assert model.privacy_["keep_prob"] == pytest.approx(np.e / (1 + np.e))
+    assert model.privacy_["guarantee"].startswith("epsilon-label-DP per machine")
+    off = DecentralizedGroupLassoLogistic(epsilon=np.inf, random_state=0).fit(X, pos.astype(int))
+    assert off.privacy_["epsilon"] is None and off.privacy_["keep_prob"] == 1.0
+    assert off.privacy_["guarantee"] == "not private (epsilon inf): labels used as given"
 
 
 def test_public_classes_let_a_one_class_shard_fit():
@@ -52,7 +66,7 @@ def test_public_classes_let_a_one_class_shard_fit():
 def test_works_with_clone_pipeline_and_model_selection():
     X, pos = _data(200)
     y = pos.astype(int)
-    model = DecentralizedGroupLassoLogistic(0.01, tol=1e-6, random_state=1)
+    model = DecentralizedGroupLassoLogistic(0.01, epsilon=np.inf, tol=1e-6, random_state=1)
     assert clone(model).get_params() == model.get_params()
     pipe = make_pipeline(StandardScaler(), model)
     assert cross_val_score(pipe, X, y, cv=3).mean() > 0.9

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpnet.cli import RunConfig
+from dpnet.cli import RunConfig, parse_config
 from dpnet.data import make_group_logistic
+from dpnet.errors import ConfigError
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 from dpnet.privacy import randomized_response
 from dpnet.streams import machine_flip_stream
@@ -78,8 +79,23 @@ def test_reported_epsilon_and_no_flip_counts():
 
 def test_keep_prob_option_and_epsilon_inf():
     assert RunConfig(keep_prob=0.75).label_epsilon == pytest.approx(math.log(3))
-    assert RunConfig().keep_probability == 1.0
-    assert math.isinf(RunConfig().label_epsilon)
+    assert RunConfig(epsilon=math.inf).keep_probability == 1.0
+    assert math.isinf(RunConfig(epsilon=math.inf).label_epsilon)
+
+
+def test_private_by_default():
+    """The default is label privacy at epsilon = 1 (it was inf: no privacy, worded as if
+    private); --keep-prob alone names the budget instead; both given are refused."""
+    assert RunConfig().label_epsilon == pytest.approx(1.0)
+    assert RunConfig().keep_probability == pytest.approx(math.e / (1 + math.e))
+    assert parse_config([]).privacy_mode.private
+    assert parse_config(["--keep-prob", "0.75"]).label_epsilon == pytest.approx(math.log(3))
+    with pytest.raises(ConfigError, match="either --epsilon or --keep-prob"):
+        parse_config(["--epsilon", "1", "--keep-prob", "0.75"])
+    record = parse_config(["--privacy", "record", "--row-bound", "2"])
+    assert record.privacy_mode.spend() == (1.0, 1e-5)
+    with pytest.raises(ConfigError, match="needs --row-bound"):
+        parse_config(["--privacy", "record"])
 
 
 def test_the_results_give_the_epsilon_asked_and_the_one_spent(tmp_path):
@@ -143,3 +159,35 @@ def test_held_out_rows_are_flipped_at_the_claimed_rate(epsilon):
     assert stats.binomtest(flipped, 20_000, 1 - p).pvalue > 1e-3
     assert stats.binomtest(flipped, 20_000, (1 - p) / 2).pvalue < 1e-6
     assert setup.public.holdout_event.noise_parameter == pytest.approx(2 * (1 - p))
+
+
+def test_a_non_private_run_says_so_on_every_surface(tmp_path, capsys):
+    """--epsilon inf printed "randomized response, epsilon = inf label-DP per machine" and
+    "(randomized held-out labels)": nothing was randomized. Now every surface says 'not
+    private'; the default run (epsilon 1) keeps its label-DP words."""
+    from dpnet.run import main
+
+    words = {}
+    for name, extra in (("off", ["--epsilon", "inf"]), ("default", [])):
+        out = tmp_path / f"{name}.json"
+        argv = ["--machines", "3", "--max-rounds", "3", "--output", str(out), *extra]
+        assert main(argv) == 0
+        words[name] = (capsys.readouterr().out, json.loads(out.read_text()))
+    summary, report = words["off"]
+    assert "privacy: none, not private (epsilon inf): labels used as given" in summary
+    assert "label-DP" not in summary and "randomized" not in summary
+    assert report["privacy"]["guarantee"] == "not private (epsilon inf): labels used as given"
+    assert report["test_accuracy"]["source"] == "held-out labels as given (not private)"
+    assert report["config"]["epsilon"] is None
+    summary, report = words["default"]
+    assert "epsilon = 1 label-DP per machine" in summary
+    assert "(randomized held-out labels, n = " in summary
+    assert report["privacy"]["guarantee"].startswith("epsilon-label-DP per machine")
+    assert report["privacy"]["epsilon_requested"] == 1.0 and report["config"]["epsilon"] == 1.0
+
+
+def test_help_states_the_default():
+    from dpnet.cli.config import build_parser
+
+    text = " ".join(build_parser().format_help().split())
+    assert "(default 1, or the budget of --keep-prob if given; inf = NOT private" in text

@@ -113,7 +113,7 @@ def test_rdp_admm_under_record_privacy_takes_the_jobs_delta(tmp_path, capsys):
 
 def test_non_private_job_refuses_baselines(capsys):
     for baseline in ("median", "rdp-admm"):
-        assert main(["--baselines", baseline, "--seed", "1"]) == 2
+        assert main(["--baselines", baseline, "--seed", "1", "--epsilon", "inf"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err == [
             "dpnet: error: --baselines run at the job's epsilon, and this job is not private "

@@ -29,6 +29,7 @@ from dpnet.penalties.group import GROUP_WEIGHTS
 from dpnet.privacy.modes import (
     CLI,
     DEFAULT_DELTA,
+    DEFAULT_EPSILON,
     PRIVACY_MODES,
     PrivacyMode,
     RecordPrivacy,
@@ -117,10 +118,12 @@ class RunConfig:
         PRIV,
         choices=PRIVACY_MODES,
     )
-    epsilon: float = _opt(
-        math.inf,
-        "per machine: the label-DP budget of randomized response (inf = no privacy); with "
-        "--privacy record the record-level budget of all --max-rounds rounds",
+    epsilon: float | None = _opt(
+        None,
+        f"per machine: the label-DP budget of randomized response (default {DEFAULT_EPSILON:g}, "
+        "or the budget of --keep-prob if given; inf = NOT private: labels used as given); with "
+        f"--privacy record the record-level budget of all --max-rounds rounds (default "
+        f"{DEFAULT_EPSILON:g})",
         PRIV,
         type=float,
     )
@@ -140,8 +143,8 @@ class RunConfig:
     )
     keep_prob: float | None = _opt(
         None,
-        "RR keep probability p in (0.5, 1); epsilon = ln(p/(1-p)); with --privacy record the "
-        "labels get randomized response too (default: not)",
+        "RR keep probability p in (0.5, 1), instead of --epsilon: epsilon = ln(p/(1-p)); with "
+        "--privacy record the labels get randomized response too (default: not)",
         PRIV,
         type=float,
     )
@@ -528,11 +531,12 @@ class RunConfig:
     def _validate_record_limits(self) -> None:
         """--privacy record: the largest budget the job's releases can take (beyond it the
         held-out accuracy's count would go without noise). The row bound's: the mode's."""
-        if not self.epsilon <= MAX_COUNT_EPSILON:
+        epsilon = self.privacy_mode.epsilon
+        if not epsilon <= MAX_COUNT_EPSILON:
             raise ConfigError(
                 f"--epsilon must be at most {MAX_COUNT_EPSILON:g} with --privacy record (a "
                 f"larger budget leaves the held-out accuracy's noisy count without noise), "
-                f"got {self.epsilon:g}"
+                f"got {epsilon:g}"
             )
 
     def _validate_cv(self) -> None:
@@ -562,7 +566,8 @@ class RunConfig:
 
     def as_dict(self) -> dict:
         out = asdict(self)
-        out["epsilon"] = None if math.isinf(self.epsilon) else self.epsilon
+        epsilon = self.privacy_mode.epsilon  # as asked, the default filled in
+        out["epsilon"] = None if math.isinf(epsilon) else epsilon  # None: inf (JSON has none)
         return out
 
 

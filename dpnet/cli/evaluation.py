@@ -37,6 +37,7 @@ up to epsilon = 1025 * 52 ln 2 = 36944.7; beyond, the count would be released wi
 
 PUBLIC = "public test file"
 RANDOMIZED = "randomized held-out labels"
+AS_GIVEN = "held-out labels as given (not private)"
 NOISY_COUNT = "held-out private rows, noisy agreement count"
 
 
@@ -89,6 +90,7 @@ def accuracy_estimate(
     method = {
         PUBLIC: "plain accuracy on public labels",
         RANDOMIZED: "agreement with randomized labels, debiased: (a - (1 - p)) / (2p - 1)",
+        AS_GIVEN: "plain accuracy on the held-out labels (epsilon inf: none randomized)",
         NOISY_COUNT: "agreement count + discrete Laplace noise (epsilon-DP), then debiased: "
         "(a - (1 - p)) / (2p - 1)",
     }[evaluation.source]

@@ -64,6 +64,10 @@ RELEASE_NOTE = (
     "inputs (features, parameters, files declared public, the graph) and of the "
     "randomized labels only"
 )
+NOT_PRIVATE_RELEASE_NOTE = (
+    "not private (--epsilon inf): everything in this file, on stdout and in the plot is "
+    "computed from the labels as given"
+)
 RECORD_RELEASE_NOTE = (
     "everything in this file, on stdout and in the plot is a function of public inputs (the "
     "graph, parameters, files declared public) and of the noisy thetas (and randomized labels) "
@@ -151,11 +155,27 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
     mode = config.privacy_mode
     if isinstance(mode, RecordPrivacy):  # the block of its noisy thetas
         return _record_privacy_block(config, mode, ledger, seeded)
+    if not mode.private:  # --epsilon inf, asked for: say so plainly, claim nothing
+        return {
+            "mechanism": "none: --epsilon inf, every machine's labels used as given",
+            "keep_prob": 1.0,
+            "epsilon_requested": None,
+            "epsilon_per_machine": None,
+            "guarantee": mode.guarantee,
+            "protected": "nothing",
+            "not_protected": "labels and features: this run is not private",
+            "seed": seeded or "no seed",
+            "label_domain": public_label_domain(config),
+            "release_boundary": NOT_PRIVATE_RELEASE_NOTE,
+            "public_inputs": _public_inputs(config),
+            "loss": config.loss,
+            "ledger": ledger.to_dict(),
+        }
     return {
         "mechanism": "randomized response on labels, applied by each machine locally",
         "keep_prob": config.keep_probability,
         # as asked, and as spent: the budget of the keep probability (a double), <= the ask
-        "epsilon_requested": None if math.isinf(config.epsilon) else config.epsilon,
+        "epsilon_requested": None if math.isinf(mode.epsilon) else mode.epsilon,
         "epsilon_per_machine": None if math.isinf(config.label_epsilon) else config.label_epsilon,
         "neighbouring_relation": mode.neighbours,
         "guarantee": f"{mode.guarantee}; parallel composition over disjoint shards",
@@ -183,11 +203,9 @@ def _record_privacy_block(
         "mechanism": "Gaussian noise on every theta a machine sends, each round (discrete "
         "Gaussian on a grid); rows scaled to norm <= --row-bound; everything else a machine "
         "sends is computed from released thetas",
-        "epsilon_per_machine": config.epsilon,
+        "epsilon_per_machine": mode.epsilon,
         "delta": mode.delta,
-        "exact_delta_at_epsilon": composed_gaussian_delta(
-            multiplier, config.rounds, config.epsilon
-        ),
+        "exact_delta_at_epsilon": composed_gaussian_delta(multiplier, config.rounds, mode.epsilon),
         "rounds_budget": config.rounds,
         "noise_multiplier": multiplier,
         "row_bound": config.row_bound,
@@ -488,11 +506,12 @@ def strict_json(obj: Any) -> Any:
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
     priv = report["privacy"]
+    private = priv["epsilon_per_machine"] is not None or "rounds_budget" in priv
     return [
         f"dpnet: {report['n_machines']} machine{'s' if report['n_machines'] != 1 else ''} on "
         f"'{report['topology']['name']}' "
         f"({report['backend']}), {report['rounds']} rounds, stop: {report['stop_reason']}",
-        f"  {_objective_text(report['objective']['on_randomized_labels'])}, "
+        f"  {_objective_text(report['objective']['on_randomized_labels'], private)}, "
         f"test accuracy {_accuracy_text(report['test_accuracy'])}",
         *_cv_lines(report.get("cross_validation")),
         f"  selected groups {report['selected_groups']}",
@@ -511,15 +530,17 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def _objective_text(objective: float | None) -> str:
+def _objective_text(objective: float | None, private: bool) -> str:
     if objective is None:
         return "objective not released (it reads the rows)"
-    return f"objective (randomized labels) {objective:.6f}"
+    return f"objective ({'randomized labels' if private else 'labels as given'}) {objective:.6f}"
 
 
 def _privacy_line(priv: dict[str, Any]) -> str:
     eps = priv["epsilon_per_machine"]
     if "rounds_budget" not in priv:
+        if eps is None:  # --epsilon inf
+            return f"  privacy: none, {priv['guarantee']}"
         return (
             f"  privacy: randomized response, epsilon = {'inf' if eps is None else f'{eps:.6g}'} "
             f"label-DP per machine; {FEATURES_NOTE}"

@@ -28,7 +28,7 @@ import numpy as np
 
 from dpnet import streams
 from dpnet.cli.config import RunConfig
-from dpnet.cli.evaluation import NOISY_COUNT, PUBLIC, RANDOMIZED, EvaluationSet
+from dpnet.cli.evaluation import AS_GIVEN, NOISY_COUNT, PUBLIC, RANDOMIZED, EvaluationSet
 from dpnet.data.dataset import GroupData
 from dpnet.data.labels import LabelDomain
 from dpnet.data.loaders import format_of, groups_by_name, groups_width, load_dataset
@@ -142,8 +142,9 @@ def _randomized_holdout(
     )
     if not config.privacy_mode.features_public:
         event = randomized_response_event(p) if p < 1.0 else None
-        return EvaluationSet(holdout.X, noisy, NOISY_COUNT, p, config.epsilon), event
-    return EvaluationSet(holdout.X, noisy, RANDOMIZED, p), randomized_response_event(p)
+        return EvaluationSet(holdout.X, noisy, NOISY_COUNT, p, config.privacy_mode.epsilon), event
+    source = RANDOMIZED if p < 1.0 else AS_GIVEN  # epsilon inf: nothing randomized
+    return EvaluationSet(holdout.X, noisy, source, p), randomized_response_event(p)
 
 
 def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:

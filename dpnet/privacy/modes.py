@@ -23,12 +23,17 @@ from dpnet.privacy.binary_rr import (
 )
 from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
+DEFAULT_EPSILON = 1.0
+"""The budget of a fit that names none, under either mode (per machine): label privacy at
+epsilon = 1 by default, as diffprivlib's; epsilon = inf (no privacy) only when asked for."""
 DEFAULT_DELTA = 1e-5
 MAX_ROW_BOUND = 1e100
 """The largest row bound R (as features, :data:`dpnet.data.dataset.MAX_ABS_FEATURE`): R~^2 =
 R^2 + 1 enters the theta step's work count and leaves the float64 range from R ~ 1.3e154 on; a
 noise standard deviation proportional to R that large is unusable anyway."""
 LABEL_GUARANTEE = "epsilon-label-DP per machine (replace one label); features are NOT protected"
+NOT_PRIVATE = "not private (epsilon inf): labels used as given"
+"""The guarantee of a label-mode fit asked for epsilon = inf: none (every surface says so)."""
 RECORD_GUARANTEE = "(epsilon, delta)-DP against every other machine, colluding or not"
 RECORD_DISTANCE = (
     "the same (epsilon, delta) against every other machine, near or far in the graph: no "
@@ -68,12 +73,13 @@ def _check_keep_prob(keep_prob: float | None, spelling: Spelling) -> None:
 
 @dataclass(frozen=True)
 class LabelPrivacy:
-    """Randomized response on every machine's labels with budget ``epsilon`` (inf: none), or
-    the given keep probability ``keep_prob``: epsilon-label-DP per machine under replacing one
-    label; the features are not protected. The machines may adapt the penalty c (residual
+    """Randomized response on every machine's labels with budget ``epsilon`` (default
+    :data:`DEFAULT_EPSILON`; inf: none, not private), or the given keep probability
+    ``keep_prob``: epsilon-label-DP per machine under replacing one label; the features are not
+    protected. The machines may adapt the penalty c (residual
     balancing reads released statistics only)."""
 
-    epsilon: float = math.inf
+    epsilon: float = DEFAULT_EPSILON
     keep_prob: float | None = None
     name: ClassVar[str] = "label"
     features_public: ClassVar[bool] = True
@@ -91,23 +97,26 @@ class LabelPrivacy:
     """The budget is (epsilon, delta), not epsilon alone."""
     row_bound: ClassVar[None] = None  # no row is scaled
     adapts_penalty: ClassVar[bool] = True
-    guarantee: ClassVar[str] = LABEL_GUARANTEE
     protects: ClassVar[str] = "labels"
     neighbours: ClassVar[str] = "replace one label (replace-one), within one machine's shard"
 
     @classmethod
     def of(
         cls,
-        epsilon: float,
+        epsilon: float | None,
         delta: float | None,
         row_bound: float | None,
         keep_prob: float | None,
         spelling: Spelling,
     ) -> LabelPrivacy:
-        """The checked mode of these settings; a given ``delta`` or ``row_bound`` refused."""
+        """The checked mode of these settings; a given ``delta`` or ``row_bound`` refused.
+        ``epsilon`` None (not given): :data:`DEFAULT_EPSILON`, unless ``keep_prob`` names the
+        budget instead."""
         for name, given in ((spelling.delta, delta), (spelling.row_bound, row_bound)):
             if given is not None:
                 raise ConfigError(f"{name} applies to {spelling.record} only")
+        if epsilon is None:
+            epsilon = DEFAULT_EPSILON if keep_prob is None else math.inf
         return cls(epsilon, keep_prob).check(spelling)
 
     def check(self, spelling: Spelling) -> LabelPrivacy:
@@ -141,6 +150,16 @@ class LabelPrivacy:
         """What randomized response with :attr:`keep_probability` spends (inf at p = 1)."""
         return epsilon_from_keep_prob(self.keep_probability)
 
+    @property
+    def private(self) -> bool:
+        """Whether any label is randomized (False: epsilon = inf, asked for explicitly)."""
+        return self.keep_probability < 1.0
+
+    @property
+    def guarantee(self) -> str:
+        """The words of the guarantee: :data:`LABEL_GUARANTEE`, or :data:`NOT_PRIVATE`."""
+        return LABEL_GUARANTEE if self.private else NOT_PRIVATE
+
     def spend(self) -> tuple[float, float]:
         """(epsilon, delta) one fit charges an accountant, per machine."""
         return self.label_epsilon, 0.0
@@ -170,25 +189,27 @@ class RecordPrivacy:
     takes_delta: ClassVar[bool] = True
     adapts_penalty: ClassVar[bool] = False
     guarantee: ClassVar[str] = RECORD_GUARANTEE
+    private: ClassVar[bool] = True  # its budget is always finite
     protects: ClassVar[str] = "records (features and label)"
     neighbours: ClassVar[str] = "replace one record (features and label) of one machine's shard"
 
     @classmethod
     def of(
         cls,
-        epsilon: float,
+        epsilon: float | None,
         delta: float | None,
         row_bound: float | None,
         keep_prob: float | None,
         spelling: Spelling,
     ) -> RecordPrivacy:
-        """The checked mode of these settings; ``delta`` None: the default; ``row_bound``
-        required."""
+        """The checked mode of these settings; ``epsilon`` or ``delta`` None: the default
+        (:data:`DEFAULT_EPSILON`, :data:`DEFAULT_DELTA`); ``row_bound`` required."""
         if row_bound is None:
             raise ConfigError(
                 f"{spelling.record} needs {spelling.row_bound}: a public bound on every row's "
                 f"L2 norm (longer rows are scaled to it); it must not be computed from the data"
             )
+        epsilon = DEFAULT_EPSILON if epsilon is None else epsilon
         delta = DEFAULT_DELTA if delta is None else delta
         return cls(epsilon, row_bound, delta, keep_prob).check(spelling)
 
@@ -254,12 +275,14 @@ def mode_class(privacy: str) -> type[LabelPrivacy] | type[RecordPrivacy]:
 def privacy_mode(
     privacy: str,
     *,
-    epsilon: float,
+    epsilon: float | None,
     delta: float | None,
     row_bound: float | None,
     keep_prob: float | None,
     spelling: Spelling,
 ) -> PrivacyMode:
     """The checked mode ``privacy`` (a name of :data:`PRIVACY_MODES`) of these settings
-    (:meth:`LabelPrivacy.of`, :meth:`RecordPrivacy.of`)."""
+    (:meth:`LabelPrivacy.of`, :meth:`RecordPrivacy.of`); ``epsilon`` None: the mode's default
+    (:data:`DEFAULT_EPSILON`; under label privacy a given ``keep_prob`` names the budget
+    instead)."""
     return mode_class(privacy).of(epsilon, delta, row_bound, keep_prob, spelling)
