@@ -54,6 +54,8 @@ def test_mpi_ring8_reaches_the_centralized_optimum(tmp_path):
             str(lam),
             "--seed",
             "1",
+            "--epsilon",
+            "inf",  # the labels as given: the centralized optimum is the reference
             "--quiet",
             "--output",
             str(tmp_path / "r.json"),
@@ -85,7 +87,8 @@ def test_default_job_runs_and_reports(tmp_path):
     assert "round" in res.stderr and "dpnet: 5 machines" in res.stdout
     report = _load(tmp_path / "r.json")
     assert report["seed"] is None
-    assert report["privacy"]["epsilon_per_machine"] is None
+    # private by default: epsilon 1 per machine (from the keep probability, to rounding)
+    assert report["privacy"]["epsilon_per_machine"] == pytest.approx(1.0, rel=1e-12)
     accuracy = report["test_accuracy"]
     assert accuracy["source"] == "randomized held-out labels" and accuracy["n"] == 1000
     assert accuracy["estimate"] > 0.6

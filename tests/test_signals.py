@@ -25,7 +25,7 @@ from tests.launch import (
     start_job,
 )
 
-LONG_RUN = ["--max-rounds", "3000", "--tol", "1e-14", "--quiet", "--epsilon", "inf"]
+LONG_RUN = ["--max-rounds", "3000", "--tol", "1e-14", "--epsilon", "inf", "--quiet"]
 EXPECTED = {
     signal.SIGINT: (130, "dpnet: interrupted: every machine stopped"),
     signal.SIGTERM: (143, "dpnet: terminated (SIGTERM): every machine stopped"),

@@ -140,9 +140,15 @@ def _record(rank: int, surface: str, payload: bytes) -> None:
     _digests.setdefault((rank, surface), hashlib.sha256()).update(payload)
 
 
-def _record_gathered(rank: int, outcome: object) -> None:
-    released = replace(outcome, oracle=None) if hasattr(outcome, "oracle") else outcome
-    _record(rank, "final gather", pickle.dumps(released, protocol=5))
+def _record_gathered(rank: int, outcomes: object) -> None:
+    """The final gather without its oracle part (a machine sends a list: its block's)."""
+
+    def released(outcome: object) -> object:
+        return replace(outcome, oracle=None) if hasattr(outcome, "oracle") else outcome
+
+    if isinstance(outcomes, list):
+        outcomes = [released(outcome) for outcome in outcomes]
+    _record(rank, "final gather", pickle.dumps(released(outcomes), protocol=5))
 
 
 def _hash_messages(cls: type) -> None:

@@ -148,7 +148,7 @@ def stack_matvec(
         return out if idx.size == n_all else out[idx]
     if idx.size == 1:  # one machine: its product alone
         j = int(idx[0])
-        return (v[0] @ A[j] if left else A[j] @ v[0])[None]
+        return (np.dot(v[0], A[j]) if left else np.dot(A[j], v[0]))[None]
     out = np.empty((idx.size, A.shape[2] if left else A.shape[1]))
     for out_i, j, v_i in zip(out, idx.tolist(), v, strict=True):
         if left:
