@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 import numpy as np
 
-from dpnet.decentralized.block import Block, CommBlock
+from dpnet.decentralized.block import Block, CommBlock, rowdot
 from dpnet.decentralized.record import (
     DEFAULT_ROUNDS,
     RECORD_RELAXATION,
@@ -620,7 +620,7 @@ def _own_statistics(
     privacy: it reads the rows), the scaled residual, the residuals and ||theta_j||."""
     theta = solved.theta
     own = np.empty((theta.shape[0], N_STATS))
-    norm = np.sqrt(np.einsum("ij,ij->i", theta, theta))
+    norm = np.sqrt(rowdot(theta, theta))
     own[:, 0] = groups.penalty(theta[:, :-1])
     if config.record is None:
         own[:, 0] += block_loss(data, theta) if solved.loss is None else solved.loss

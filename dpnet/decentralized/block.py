@@ -42,6 +42,18 @@ STALL_SECONDS = 3600.0  # an injected stall (fault tests): longer than any peer 
 EDGE_SUM_UNROLL = 8  # rows of at most this many edges: summed by gathers, not reduceat
 
 
+def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a_j . b_j for every row j (np.vecdot: no einsum parsing, 0.75 against 1.7 us at
+    (1, 50), and faster at (1,000, 50) too)."""
+    return np.vecdot(a, b)
+
+
+any_of = np.logical_or.reduce
+"""x.any() of a 1-d bool array without the method's Python-level wrapper (0.7 against 0.9 us)."""
+all_of = np.logical_and.reduce
+"""x.all() of a 1-d bool array, likewise."""
+
+
 @dataclass(frozen=True)
 class BlockEdges:
     """The directed edges (j, i), i in Nbar_j, of a block's k machines, in CSR order.

@@ -26,7 +26,7 @@ from functools import cached_property
 
 import numpy as np
 
-from dpnet.decentralized.block import BlockEdges
+from dpnet.decentralized.block import BlockEdges, rowdot
 from dpnet.losses.margin import Logistic, MarginLoss
 from dpnet.penalties.group import group_norms
 
@@ -53,7 +53,7 @@ def theta_tolerance(
     iterations, as it did on a non-finite iterate, and the stop rule ends the run.
     """
     tol = np.maximum(NEWTON_TOL, rtol * np.maximum(c * np.asarray(primal), dual))
-    return tol if np.ndim(tol) else float(tol)
+    return tol if tol.ndim else float(tol)
 
 
 @dataclass(frozen=True)
@@ -193,10 +193,10 @@ def residuals(
     """Every block machine's primal max_{i in Nbar_j} ||Z_j - theta_i|| and dual
     c sqrt(d_j) ||Z_j - Z_j^prev||."""
     apart = theta_nbhd - (z if len(z) == 1 else z[edges.row])
-    apart *= apart
-    primal = np.sqrt(edges.row_max(np.add.reduce(apart, axis=1)))
+    primal = np.sqrt(edges.row_max(rowdot(apart, apart)))
     moved = z - z_prev
-    dual = c * edges.sqrt_degree * np.sqrt(np.einsum("ij,ij->i", moved, moved))
+    dual = np.sqrt(rowdot(moved, moved))
+    dual *= c * edges.sqrt_degree
     return primal, dual
 
 
@@ -227,5 +227,5 @@ def scaled_residual(
     scaled = primal * max(1.0, c)
     worst = np.where(dual > scaled, dual, scaled)
     worst = np.where(theta_error > worst, theta_error, worst)
-    rho = worst / np.where(norm > 1.0, norm, 1.0)
-    return rho if np.ndim(rho) else float(rho)
+    rho = worst / np.fmax(norm, 1.0)  # max(1, NaN) = 1, as np.fmax
+    return rho if rho.ndim else float(rho)

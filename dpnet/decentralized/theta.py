@@ -32,6 +32,7 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dposv, dpotrf, dpotri
 
+from dpnet.decentralized.block import all_of, any_of, rowdot
 from dpnet.decentralized.stacked import StackedShards, machine_rows, matvecs, stack_matvec
 from dpnet.decentralized.steps import NEWTON_TOL
 
@@ -51,11 +52,6 @@ NO_ANCHORS = np.empty((0, 0))
 NO_ANCHORS.setflags(write=False)
 NO_MACHINES = np.empty(0, dtype=np.intp)
 NO_MACHINES.setflags(write=False)
-
-
-def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a_j . b_j for every row j."""
-    return np.einsum("ij,ij->i", a, b)
 
 
 @dataclass
@@ -98,7 +94,7 @@ class StackedPoints:
         ``idx`` (center, rho: every machine's), and its norm."""
         rows = machine_rows(idx, self.theta.shape[0])
         grad = self.loss_grad[rows] + rho[rows, None] * (self.theta[rows] - center[rows])
-        return grad, np.sqrt(_rowdot(grad, grad))
+        return grad, np.sqrt(rowdot(grad, grad))
 
 
 @dataclass
@@ -249,6 +245,7 @@ class NewtonThetaStep:
         self.kept.restore(data, anchors)
         self.points = StackedPoints.at(data, theta, margins if margins.size else None)
         self._grams: dict[int, np.ndarray] = {}  # X~_j X~_j^T of the wide machines
+        self._everyone = np.arange(data.X.shape[0])
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
         """(anchors, margins) for the loop state."""
@@ -280,32 +277,33 @@ class NewtonThetaStep:
         n_mach = theta_prev.shape[0]
         if points.theta.shape != theta_prev.shape or not (points.theta == theta_prev).all():
             self.points = points = StackedPoints.at(data, theta_prev)
-        shifted = kept.kept & (kept.rho != rho)
-        if shifted.any():  # a new rho: the kept data part shifted anew
-            kept.shift(np.flatnonzero(shifted), rho[shifted])
-        last_norm = np.full(n_mach, np.inf)  # before the last step on a kept matrix
-        kept_steps = np.zeros(n_mach, dtype=np.int64)  # steps on the kept matrix in this solve
-
-        def objective(rows: np.ndarray | slice, t: np.ndarray, loss: np.ndarray) -> np.ndarray:
-            """f_j(t) + (rho_j/2) ||t - m_j||^2 of the machines ``rows`` (their losses)."""
-            diff = t - center[rows]
-            return loss + 0.5 * rho[rows] * _rowdot(diff, diff)
-
-        active = np.arange(n_mach)
-        f = objective(slice(None), points.theta, points.loss)
-        tols = np.empty(n_mach)
-        tols[:] = tol
-        final_norm = np.zeros(n_mach)
+        if any_of(kept.kept):
+            shifted = kept.kept & (kept.rho != rho)
+            if any_of(shifted):  # a new rho: the kept data part shifted anew
+                kept.shift(np.flatnonzero(shifted), rho[shifted])
+        # every machine's bookkeeping, one allocation: the gradient norm before the last step
+        # on a kept matrix, the tolerance, the final gradient norm, the steps on the kept
+        # matrix in this solve
+        book = np.empty((4, n_mach))
+        last_norm, tols, final_norm, kept_steps = book[0], book[1], book[2], book[3]
+        last_norm[...], tols[...], book[2:] = np.inf, tol, 0.0
         measured = np.zeros(n_mach, dtype=bool)
+        active = self._everyone if self._everyone.size == n_mach else np.arange(n_mach)
+        # theta_j - m_j of every machine's point, carried with it (the gradient's and the
+        # objective's)
+        shift = points.theta - center
+        f = points.loss + 0.5 * rho * rowdot(shift, shift)
         for iteration in range(max_iter):
             rows = machine_rows(active, n_mach)  # views while every machine is active
-            grad, norm = points.gradient(active, center, rho)
+            grad = points.loss_grad[rows] + rho[rows, None] * shift[rows]
+            norm = np.sqrt(rowdot(grad, grad))
             if iteration == 0:
                 np.maximum(tols, relative * norm, out=tols)
-            going = ~(norm <= tols[rows])
-            if not going.all():
-                stopped = active[~going]
-                final_norm[stopped], measured[stopped] = norm[~going], True
+            stopping = norm <= tols[rows]
+            if any_of(stopping):
+                going = ~stopping
+                stopped = active[stopping]
+                final_norm[stopped], measured[stopped] = norm[stopping], True
                 active, grad, norm = active[going], grad[going], norm[going]
                 if active.size == 0:
                     break
@@ -317,16 +315,16 @@ class NewtonThetaStep:
                 | (norm > CHORD_CONTRACTION * last_norm[rows])
                 | (kept_steps[rows] >= CHORD_STEPS)
             )
-            if form.any():
+            if any_of(form):
                 new = active[form]
                 kept.form(data, new, th[form], rho[new])
-                last_norm[new], kept_steps[new] = np.inf, 0
+                last_norm[new], kept_steps[new] = np.inf, 0.0
             on_kept = tall & ~form
-            if on_kept.any():
+            if any_of(on_kept):
                 chord = active[on_kept]
                 last_norm[chord] = norm[on_kept]
-                kept_steps[chord] += 1
-            if tall.all():
+                kept_steps[chord] += 1.0
+            if all_of(tall):
                 step = stack_matvec(kept.inverse, active, grad)
             else:
                 step = np.empty_like(grad)
@@ -334,18 +332,19 @@ class NewtonThetaStep:
                 for r in np.flatnonzero(~tall).tolist():
                     j = int(active[r])
                     step[r] = self._woodbury(j, margin[r], float(rho[j]), grad[r])
-            newton = ~tall | form  # a step on a matrix of this iterate
-            slope = _rowdot(grad, step)
+            slope = rowdot(grad, step)
             moved = y[rows] * stack_matvec(X, active, step)
             f_act = f[rows]
+            rho_act = rho[rows]
             # max(|f|, 1) (NaN stays NaN, as Python's max(nan, 1.0))
             flat = slope <= FLAT_SLOPE * np.maximum(np.abs(f_act), 1.0)
             new_theta, new_margin = th - step, margin - moved
             new_loss, first = data.margin_loss_sum_and_derivative(active, new_margin)
             new_loss *= inv_n
-            f_new = objective(rows, new_theta, new_loss)
-            short = ~flat & ~(f_new <= f_act - ARMIJO_FRACTION * slope)
-            searching = np.flatnonzero(short) if short.any() else NO_MACHINES
+            new_shift = new_theta - center[rows]
+            f_new = new_loss + 0.5 * rho_act * rowdot(new_shift, new_shift)
+            accepted = flat | (f_new <= f_act - ARMIJO_FRACTION * slope)
+            searching = NO_MACHINES if all_of(accepted) else np.flatnonzero(~accepted)
             if searching.size:
                 t = np.ones(active.size)
             while searching.size:
@@ -356,14 +355,15 @@ class NewtonThetaStep:
                     active[searching], trial_margin
                 )
                 trial_loss *= inv_n
-                f_trial = objective(active[searching], trial, trial_loss)
+                trial_shift = trial - center[active[searching]]
+                f_trial = trial_loss + 0.5 * rho_act[searching] * rowdot(trial_shift, trial_shift)
                 ok = (
                     f_trial <= f_act[searching] - ARMIJO_FRACTION * t[searching] * slope[searching]
                 ) | (t[searching] < SMALLEST_STEP)
                 done = searching[ok]
                 new_theta[done], new_margin[done] = trial[ok], trial_margin[ok]
                 new_loss[done], f_new[done] = trial_loss[ok], f_trial[ok]
-                first[done] = trial_first[ok]
+                first[done], new_shift[done] = trial_first[ok], trial_shift[ok]
                 searching = searching[~ok]
             points.theta[rows], points.margin[rows], points.loss[rows] = (
                 new_theta,
@@ -371,16 +371,17 @@ class NewtonThetaStep:
                 new_loss,
             )
             points.loss_grad[rows] = data.loss_gradient(active, new_margin, first)
-            f[rows] = f_new
-            ends = flat & newton  # a full Newton step ends the solve
-            if ends.any():
-                active = active[~ends]
-                if active.size == 0:
-                    break
-        if not measured.all():  # a final Newton step, or max_iter: measured now
+            f[rows], shift[rows] = f_new, new_shift
+            if any_of(flat):
+                ends = flat & (~tall | form)  # a full step on a matrix of this iterate
+                if any_of(ends):  # ends the solve
+                    active = active[~ends]
+                    if active.size == 0:
+                        break
+        if not all_of(measured):  # a final Newton step, or max_iter: measured now
             rest = np.flatnonzero(~measured)
             final_norm[rest] = points.gradient(rest, center, rho)[1]
-        return ThetaResult(points.theta.copy(), points.loss.copy(), final_norm)
+        return ThetaResult(points.theta.copy(), points.loss.copy(), final_norm.copy())
 
 
 class MajorizedThetaStep:
