@@ -32,7 +32,7 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dposv, dpotrf, dpotri
 
-from dpnet.decentralized.block import all_of, any_of, rowdot
+from dpnet.decentralized.block import rowdot
 from dpnet.decentralized.stacked import StackedShards, machine_rows, matvecs, stack_matvec
 from dpnet.decentralized.steps import NEWTON_TOL
 
@@ -277,9 +277,9 @@ class NewtonThetaStep:
         n_mach = theta_prev.shape[0]
         if points.theta.shape != theta_prev.shape or not (points.theta == theta_prev).all():
             self.points = points = StackedPoints.at(data, theta_prev)
-        if any_of(kept.kept):
+        if kept.kept.any():
             shifted = kept.kept & (kept.rho != rho)
-            if any_of(shifted):  # a new rho: the kept data part shifted anew
+            if shifted.any():  # a new rho: the kept data part shifted anew
                 kept.shift(np.flatnonzero(shifted), rho[shifted])
         # every machine's bookkeeping, one allocation: the gradient norm before the last step
         # on a kept matrix, the tolerance, the final gradient norm, the steps on the kept
@@ -300,7 +300,7 @@ class NewtonThetaStep:
             if iteration == 0:
                 np.maximum(tols, relative * norm, out=tols)
             stopping = norm <= tols[rows]
-            if any_of(stopping):
+            if stopping.any():
                 going = ~stopping
                 stopped = active[stopping]
                 final_norm[stopped], measured[stopped] = norm[stopping], True
@@ -315,16 +315,16 @@ class NewtonThetaStep:
                 | (norm > CHORD_CONTRACTION * last_norm[rows])
                 | (kept_steps[rows] >= CHORD_STEPS)
             )
-            if any_of(form):
+            if form.any():
                 new = active[form]
                 kept.form(data, new, th[form], rho[new])
                 last_norm[new], kept_steps[new] = np.inf, 0.0
             on_kept = tall & ~form
-            if any_of(on_kept):
+            if on_kept.any():
                 chord = active[on_kept]
                 last_norm[chord] = norm[on_kept]
                 kept_steps[chord] += 1.0
-            if all_of(tall):
+            if tall.all():
                 step = stack_matvec(kept.inverse, active, grad)
             else:
                 step = np.empty_like(grad)
@@ -344,7 +344,7 @@ class NewtonThetaStep:
             new_shift = new_theta - center[rows]
             f_new = new_loss + 0.5 * rho_act * rowdot(new_shift, new_shift)
             accepted = flat | (f_new <= f_act - ARMIJO_FRACTION * slope)
-            searching = NO_MACHINES if all_of(accepted) else np.flatnonzero(~accepted)
+            searching = NO_MACHINES if accepted.all() else np.flatnonzero(~accepted)
             if searching.size:
                 t = np.ones(active.size)
             while searching.size:
@@ -372,13 +372,13 @@ class NewtonThetaStep:
             )
             points.loss_grad[rows] = data.loss_gradient(active, new_margin, first)
             f[rows], shift[rows] = f_new, new_shift
-            if any_of(flat):
+            if flat.any():
                 ends = flat & (~tall | form)  # a full step on a matrix of this iterate
-                if any_of(ends):  # ends the solve
+                if ends.any():  # ends the solve
                     active = active[~ends]
                     if active.size == 0:
                         break
-        if not all_of(measured):  # a final Newton step, or max_iter: measured now
+        if not measured.all():  # a final Newton step, or max_iter: measured now
             rest = np.flatnonzero(~measured)
             final_norm[rest] = points.gradient(rest, center, rho)[1]
         return ThetaResult(points.theta.copy(), points.loss.copy(), final_norm.copy())
