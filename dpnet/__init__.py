@@ -6,9 +6,9 @@ only when an MPI run asks for it. Estimators are loaded lazily on first access.
 
 from __future__ import annotations
 
-import importlib
 import time
-from typing import Any
+
+from dpnet._lazy import lazy_names
 
 __version__ = "0.1.0"
 IMPORTED_AT = time.perf_counter()  # `python -m dpnet.run` times its start-up from here
@@ -27,7 +27,4 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'dpnet' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

@@ -17,8 +17,7 @@ loaded lazily from the modules here, so importing one of them stays as cheap as 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dpnet._lazy import lazy_names
 
 _LAZY = {
     "main": "command",
@@ -37,7 +36,4 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"dpnet.cli.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'dpnet.cli' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

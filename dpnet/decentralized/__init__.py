@@ -7,8 +7,7 @@ modules' other names are internals: tests may import them from the module itself
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dpnet._lazy import lazy_names
 
 _LAZY = {
     "ADMMConfig": "admm",
@@ -42,7 +41,4 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"dpnet.decentralized.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'dpnet.decentralized' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

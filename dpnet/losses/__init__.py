@@ -7,8 +7,7 @@ modules' other names are internals: tests may import them from the module itself
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dpnet._lazy import lazy_names
 
 _LAZY = {
     "log_smoothed_abs": "absolute",
@@ -30,7 +29,4 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"dpnet.losses.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'dpnet.losses' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

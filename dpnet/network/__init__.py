@@ -8,8 +8,7 @@ internals: tests may import them from the module itself.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dpnet._lazy import lazy_names
 
 _LAZY = {
     "Communicator": "comm",
@@ -35,7 +34,4 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"dpnet.network.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'dpnet.network' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

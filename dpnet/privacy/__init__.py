@@ -5,8 +5,7 @@ Names are loaded lazily from the submodules (see docs/privacy.md).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dpnet._lazy import lazy_names
 
 _LAZY = {
     "laplace_mechanism": "mechanisms",
@@ -48,7 +47,4 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"dpnet.privacy.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'dpnet.privacy' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
