@@ -16,7 +16,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from devtools.convergence import reference_value, rounds_to_gap
-from devtools.flop_count import FlopCounts, counting_flops
+from devtools.flop_count import FlopCounts, block_flops, newton_steps
 from devtools.workloads import job_argv
 from dpnet.cli import admm_config, parse_config, prepare_problem
 from dpnet.decentralized import MachineResult, local_problem, randomize_all, run_machine
@@ -130,10 +130,11 @@ def replay_job(
     def counted_flops(rank: int, rounds: int) -> FlopCounts:
         """The flops of machine ``rank``'s theta steps in its first ``rounds`` rounds."""
         data, groups = problems[rank]
-        with counting_flops() as (counted, flops):
+        with newton_steps() as made:
             config = replace(admm, max_rounds=rounds)
-            run_machine(replay_comm(rank), counted(data), groups, config, graph)
-        return flops
+            run_machine(replay_comm(rank), data, groups, config, graph)
+        machine = [block_flops(step)[0] for step in made]  # a block of one each
+        return {kind: sum(flops[kind] for flops in machine) for kind in machine[0]}
 
     cpu_per_round, cpu_to_gap, flops_to_gap = [], [], []
     for rank in range(J):

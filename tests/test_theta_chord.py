@@ -1,4 +1,4 @@
-"""The Newton theta step on kept matrices (theta.NewtonThetaStep, theta.KeptMatrices): the
+"""The Newton theta step on kept matrices (theta.NewtonThetaStep, its compiled kernel _newton): the
 default for tall shards, a block of machines at a time."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from dpnet.decentralized import (
     StackedShards,
     run_block,
 )
-from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices
+from dpnet.decentralized._newton import COUNTS
+from dpnet.decentralized.theta import NO_ANCHORS
 from dpnet.losses import Logistic, MarginLoss, UnbiasedLogistic
 
 
@@ -46,21 +47,13 @@ def _fresh(data: StackedShards) -> NewtonThetaStep:
     )
 
 
-def _count_forms(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Newton matrices formed (one per machine of each KeptMatrices.form call) from now on."""
-    count = [0]
-    form = KeptMatrices.form
-
-    def counted(self, data, idx, theta, rho) -> None:  # noqa: ANN001
-        count[0] += len(idx)
-        form(self, data, idx, theta, rho)
-
-    monkeypatch.setattr(KeptMatrices, "form", counted)
-    return count
+def _forms(step: NewtonThetaStep) -> int:
+    """Newton matrices the step has formed (restored ones included)."""
+    return int(step.counts[:, COUNTS.index("matrices")].sum())
 
 
 @pytest.mark.parametrize("loss", [Logistic(), UnbiasedLogistic(0.75)])
-def test_every_round_reaches_the_newton_solution(loss: MarginLoss, monkeypatch) -> None:  # noqa: ANN001
+def test_every_round_reaches_the_newton_solution(loss: MarginLoss) -> None:
     """Same tolerance as Newton, fewer matrices: over 20 drifting rounds the kept-matrix
     steps end where plain Newton (a matrix formed at every iteration, devtools/reference.py)
     does, gradient norm <= 1e-12 each, forming under a third of the matrices Newton forms
@@ -68,7 +61,6 @@ def test_every_round_reaches_the_newton_solution(loss: MarginLoss, monkeypatch) 
     steps)."""
     data, centers = _rounds(400, 12, 20, loss=loss)
     rho = 0.15
-    forms = _count_forms(monkeypatch)
     step = _fresh(StackedShards.one(data))
     theta, theta_n, newton_forms = np.zeros(13), np.zeros(13), 0
     for center in centers:
@@ -83,10 +75,10 @@ def test_every_round_reaches_the_newton_solution(loss: MarginLoss, monkeypatch) 
         value = loss.value(data.y * (data.X_aug @ theta)).sum() / data.n_total
         assert solved.loss is not None and solved.loss[0] == pytest.approx(value, rel=1e-13)
     assert newton_forms >= 2 * len(centers)
-    assert 3 * forms[0] < newton_forms
+    assert 3 * _forms(step) < newton_forms
 
 
-def test_a_new_penalty_shifts_the_kept_matrix(monkeypatch) -> None:  # noqa: ANN001
+def test_a_new_penalty_shifts_the_kept_matrix() -> None:
     """Residual balancing's change of c keeps the anchor theta_a: the kept data part is
     shifted by the new rho and inverted again, bitwise the matrix a resumed block rebuilds
     from (theta_a, rho); the first step after the change is taken on it, without a new
@@ -95,23 +87,23 @@ def test_a_new_penalty_shifts_the_kept_matrix(monkeypatch) -> None:  # noqa: ANN
     stacked = StackedShards.one(data)
     step = _fresh(stacked)
     theta = step(centers[0][None], np.array([0.05 * 3]), np.zeros((1, 7))).theta
-    kept = step.kept
-    assert kept.kept[0] and kept.rho[0] == 0.05 * 3
-    theta_a = kept.anchor.copy()
-    forms = _count_forms(monkeypatch)
+    assert step.kept[0] and step.anchor_rho[0] == 0.05 * 3
+    theta_a = step.anchor.copy()
+    formed = _forms(step)
     new_rho = np.array([0.1 * 3])
     unmoved = step(centers[1][None], new_rho, theta, max_iter=0)  # the shift alone: no step
     assert np.array_equal(unmoved.theta, theta)
-    assert forms[0] == 0 and np.array_equal(kept.anchor, theta_a) and kept.rho[0] == 0.1 * 3
-    stored = kept.anchors()
+    assert _forms(step) == formed and np.array_equal(step.anchor, theta_a)
+    assert step.anchor_rho[0] == 0.1 * 3
+    stored = step.state()[0]
     assert np.array_equal(stored, np.column_stack([theta_a, new_rho]))
     rebuilt = NewtonThetaStep(stacked, theta, stored, NO_ANCHORS)
-    assert forms[0] == 1  # the rebuilt one
-    assert np.array_equal(kept.inverse, rebuilt.kept.inverse)
-    assert np.array_equal(kept.gram, rebuilt.kept.gram)
+    assert _forms(rebuilt) == 1  # the rebuilt one
+    assert np.array_equal(step.inverse, rebuilt.inverse)
+    assert np.array_equal(step.gram, rebuilt.gram)
     center = centers[1][None]
     one = step(center, new_rho, theta, max_iter=1)  # one step: on the shifted matrix
-    assert forms[0] == 1 and np.array_equal(kept.anchor, theta_a)
+    assert _forms(step) == formed and np.array_equal(step.anchor, theta_a)
     before = np.linalg.norm(theta_subproblem_gradient(data, center[0], new_rho[0], theta[0]))
     after = np.linalg.norm(theta_subproblem_gradient(data, center[0], new_rho[0], one.theta[0]))
     assert after < before
@@ -133,7 +125,7 @@ def test_a_stored_anchor_goes_on_bitwise() -> None:
     derivatives rebuilt from them are the same, so a restored block takes bitwise the steps
     of the uninterrupted one, through a change of rho too."""
     data = _mixed_block()
-    assert list(KeptMatrices.none(data).tall) == [True, True, False]
+    assert list(_fresh(data).tall) == [True, True, False]
     rng = np.random.default_rng(5)
     drift = rng.standard_normal((3, 9))
     centers = [drift * 0.5**r for r in range(7)]

@@ -99,12 +99,24 @@ def _thread_work() -> _Work:
 
 LOSS_METHODS = ("value", "derivative", "curvature", "derivatives", "value_and_derivative")
 SOLVERS = {  # where they are looked up -> the functions through which the block solves or
-    # factorizes (every backend's theta step is dpnet.decentralized.theta's): the Newton step
-    # itself, a tall machine's kept matrix (dsyrk, dpotrf, dpotri), a wide one's Woodbury
-    # system (woodbury_direction, dposv), the majorized step's factor (cho_factor, cho_solve)
-    theta.NewtonThetaStep: ("__call__",),
-    theta: ("woodbury_direction", "dsyrk", "dposv", "dpotrf", "dpotri", "cho_factor", "cho_solve"),
+    # factorizes (every backend's theta step is dpnet.decentralized.theta's): the majorized
+    # step's factor (cho_factor, cho_solve); the Newton step's work is its kernel's counts
+    # (_counted_newton)
+    theta: ("cho_factor", "cho_solve"),
 }
+
+
+def _counted_newton(real):  # noqa: ANN001, ANN202
+    """NewtonThetaStep.__call__, its kernel's counts of every machine's work digested after."""
+
+    def call(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        result = real(self, *args, **kwargs)
+        work = _thread_work()
+        work.count += 1
+        work.sequence.update(b"NewtonThetaStep " + self.counts.tobytes())
+        return result
+
+    return call
 
 
 def _counted(name: str, real):  # noqa: ANN001, ANN202
@@ -125,6 +137,7 @@ def _count_operations() -> None:
         for method in LOSS_METHODS:
             if method in vars(cls):
                 setattr(cls, method, _counted(f"{cls.__name__}.{method}", vars(cls)[method]))
+    theta.NewtonThetaStep.__call__ = _counted_newton(theta.NewtonThetaStep.__call__)
     for owner, names in SOLVERS.items():
         for name in names:
             label = f"{owner.__name__}.{name}" if isinstance(owner, type) else name

@@ -1,0 +1,34 @@
+"""The compiler of dpnet's one compiled kernel (:mod:`dpnet.decentralized._newton`).
+
+numba compiles each function on its first call and caches the machine code on disk, so a
+process after the first loads it instead: beside the source (``__pycache__``) where the
+package's folder is writable, else in the user's cache folder (``~/.cache/numba``), or in
+the folder named by the environment variable ``NUMBA_CACHE_DIR``. Where none is writable the
+functions are compiled in memory by every process, with one warning saying so.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numba
+
+_uncached: list[str] = []
+
+
+def compiled(function: Callable[..., Any]) -> Any:
+    """``function`` compiled by numba (nopython), its code cached on disk where it can be."""
+    try:
+        return numba.njit(cache=True)(function)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        if not _uncached:
+            warnings.warn(
+                "dpnet: no writable folder for numba's cache (set NUMBA_CACHE_DIR): the theta "
+                "step is compiled anew by every process (a few seconds at start-up)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        _uncached.append(function.__name__)
+        return numba.njit(function)

@@ -1,0 +1,318 @@
+r"""The compiled Newton theta step of a block of machines: the one kernel of every backend.
+
+Machine j of the block (its n_j rows of X~ (k, n_max, dim) and y, the padded rows never read)
+solves
+
+    theta_j = argmin f_j(theta) + (rho_j/2) ||theta - m_j||^2,   f_j = (1/n) sum_i l(y_i x~_i^T th)
+
+by damped Newton from its carried point (theta, margins y X~ theta, f_j, grad f_j), machine by
+machine, each to its own tolerance: the same floats whatever the block (an MPI rank's one
+machine or the simulator's J). Per iteration, with g the subproblem's gradient:
+
+- a tall machine (n_j >= dim) steps on its kept Newton matrix H = X~^T D X~ + rho I,
+  D = diag(l''/n) at the matrix's anchor, held as its inverse (a step is one product); it forms
+  H anew at the iterate without one, after CHORD_STEPS steps on it in this solve, or when a step
+  on it shrank ||g|| by less than CHORD_CONTRACTION (a chord / Shamanskii method), and a new
+  rho shifts the kept data part X~^T D X~;
+- a wide machine (n_j < dim) solves H s = g at its iterate by the Woodbury identity
+  H^{-1} g = (1/rho) [g - X~^T S (rho I + S X~ X~^T S)^{-1} S X~ g], S = D^{1/2} (an n_j x n_j
+  positive definite system, never divided by a weight);
+- the step s is damped by Armijo: f(theta - t s) <= f - ARMIJO_FRACTION t g^T s, t halved until
+  it holds or t < SMALLEST_STEP; once g^T s <= FLAT_SLOPE max(1, |f|) (below what f resolves)
+  the full step is taken, and on a matrix of this iterate it ends the solve.
+
+A matrix that is not numerically positive definite, or has a non-finite entry, gives NaN
+steps; the stop rule then ends the run as non-finite. ``counts`` (k, len(COUNTS)) adds up
+each machine's work: :data:`COUNTS`.
+
+The margin losses' elementwise formulas are the scalar twins of :mod:`dpnet.losses.margin`
+(tests/test_newton_kernel.py holds them equal); :func:`loss_code` maps a loss to its code.
+Compiled by numba on first use and cached on disk (:mod:`dpnet.decentralized._compiled`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpnet.decentralized._compiled import compiled
+
+LOGISTIC, UNBIASED_LOGISTIC, HUBERIZED_HINGE = 0, 1, 2
+
+ARMIJO_FRACTION = 1e-4
+SMALLEST_STEP = 1e-10
+FLAT_SLOPE = 1e-12
+CHORD_CONTRACTION = 0.1
+"""A step on a kept Newton matrix must shrink the gradient norm at least this much, or the
+matrix is formed anew at the current iterate."""
+CHORD_STEPS = 2
+"""A kept Newton matrix serves at most this many steps of one theta step; a further step
+forms it anew. Both measured in docs/algorithms.md ("The Newton matrix is kept")."""
+
+COUNTS = ("matrices", "shifts", "steps", "woodbury", "trials", "evaluations", "margins")
+"""What ``counts`` adds up: Newton matrices formed (each X~^T D X~ by one general product, a
+Cholesky factor and an LU inverse), kept matrices shifted to a new rho (a factor and an
+inverse), Newton steps (each one product with X~ for the step's margins), Woodbury solves among
+them, Armijo trials after a rejected full step, loss evaluations over a machine's rows (each
+with its gradient, one product with X~), and margins y X~ theta computed afresh (a point's, or
+a matrix's at its anchor: one product with X~ each)."""
+MATRICES, SHIFTS, STEPS, WOODBURY, TRIALS, EVALUATIONS, MARGINS = range(len(COUNTS))
+
+
+@compiled
+def _positive_part(x: float) -> float:
+    """max(x, 0), NaN for NaN (as np.maximum)."""
+    return 0.0 if x < 0.0 else x
+
+
+@compiled
+def _loss_and_derivative(code: int, param: float, m: float) -> tuple[float, float]:
+    """(l(m), l'(m)) of the loss ``code`` with parameter ``param`` (keep_prob p, width h)."""
+    if code == HUBERIZED_HINGE:
+        h = param
+        if m > 1.0 + h:
+            value = 0.0
+        elif m < 1.0 - h:
+            value = 1.0 - m
+        else:
+            value = (1.0 + h - m) ** 2 / (4.0 * h)
+        r = (1.0 + h - m) / (2.0 * h)
+        return value, -(0.0 if r < 0.0 else (1.0 if r > 1.0 else r))
+    e = np.exp(-abs(m))
+    value = np.log1p(e) + _positive_part(-m)
+    s = (e if m >= 0.0 else 1.0) / (1.0 + e)  # sigma(-m)
+    if code == LOGISTIC:
+        return value, -s
+    p = param
+    if p != 1.0:
+        value = value - ((1 - p) / (2 * p - 1)) * m
+    return value, -(p * s + (1 - p) * (1 - s)) / (2 * p - 1)
+
+
+@compiled
+def _curvature(code: int, param: float, m: float) -> float:
+    """l''(m) >= 0 of the loss ``code``."""
+    if code == HUBERIZED_HINGE:
+        return 1.0 / (2.0 * param) if abs(1.0 - m) <= param else 0.0
+    e = np.exp(-abs(m))
+    return e / (1.0 + e) ** 2
+
+
+@compiled
+def _evaluate(X, y, inv_n, code, param, margin, weights, grad):  # noqa: ANN001, ANN202
+    """f_j at ``margin`` (n_j,), its gradient X~^T (y l' / n) into ``grad``; ``weights``: work
+    space (n_j,)."""
+    total = 0.0
+    for i in range(margin.shape[0]):
+        value, first = _loss_and_derivative(code, param, margin[i])
+        total += value
+        weights[i] = inv_n * y[i] * first
+    grad[:] = np.dot(weights, X)
+    return inv_n * total
+
+
+@compiled
+def _invert_shifted(gram, rho, inverse):  # noqa: ANN001, ANN202
+    """inverse = (gram + rho I)^{-1} when it is finite and numerically positive definite (a
+    Cholesky factor exists), else NaN."""
+    dim = gram.shape[0]
+    matrix = gram.copy()
+    for a in range(dim):
+        matrix[a, a] += rho
+    if not np.isfinite(matrix).all():
+        inverse[...] = np.nan
+        return
+    try:
+        np.linalg.cholesky(matrix)
+        inverse[...] = np.linalg.inv(matrix)
+    except Exception:  # noqa: BLE001 (not positive definite, or non-finite)
+        inverse[...] = np.nan
+
+
+@compiled
+def _form(X, y, inv_n, code, param, theta, rho, gram, inverse):  # noqa: ANN001, ANN202
+    """gram = X~^T D X~ at ``theta``'s own margins (the same floats wherever it is formed:
+    restored from its anchor, it is bitwise the kept one) and its shifted inverse."""
+    margin = y * np.dot(X, theta)
+    scaled = np.empty_like(X)
+    for i in range(X.shape[0]):
+        weight = np.sqrt(inv_n * _curvature(code, param, margin[i]))
+        for a in range(X.shape[1]):
+            scaled[i, a] = X[i, a] * weight
+    gram[...] = np.dot(scaled.T, scaled)
+    _invert_shifted(gram, rho, inverse)
+
+
+@compiled
+def _cholesky_solve(matrix, rhs):  # noqa: ANN001, ANN202
+    """matrix^{-1} rhs for a positive definite ``matrix``, NaN where it is not one or has a
+    non-finite entry."""
+    if not np.isfinite(matrix).all():
+        return np.full_like(rhs, np.nan)
+    try:
+        lower = np.linalg.cholesky(matrix)
+    except Exception:  # noqa: BLE001
+        return np.full_like(rhs, np.nan)
+    n = rhs.shape[0]
+    out = rhs.copy()
+    for a in range(n):  # L u = rhs
+        for b in range(a):
+            out[a] -= lower[a, b] * out[b]
+        out[a] /= lower[a, a]
+    for a in range(n - 1, -1, -1):  # L^T w = u
+        for b in range(a + 1, n):
+            out[a] -= lower[b, a] * out[b]
+        out[a] /= lower[a, a]
+    return out
+
+
+@compiled
+def woodbury(X, outer, s, rho, grad):  # noqa: ANN001, ANN201
+    """H^{-1} grad for H = X~^T S^2 X~ + rho I of a wide machine (``outer`` = X~ X~^T, ``s``
+    = the diagonal of S, >= 0, possibly 0)."""
+    n = X.shape[0]
+    if n == 0:  # no rows: H = rho I
+        return grad / rho
+    small = np.empty((n, n))
+    for a in range(n):
+        for b in range(n):
+            small[a, b] = s[a] * outer[a, b] * s[b]
+        small[a, a] += rho
+    w = _cholesky_solve(small, s * np.dot(X, grad))
+    return (grad - np.dot(s * w, X)) / rho
+
+
+@compiled
+def points_at(X, y, rows, inv_n, code, param, theta, margin, loss, loss_grad, fresh, counts):  # noqa: ANN001, ANN201, E501
+    """Every machine's point at ``theta``: its margins (computed where ``fresh``, else the given
+    ones, a checkpoint's), f_j and grad f_j."""
+    weights = np.empty(X.shape[1])
+    for j in range(theta.shape[0]):
+        n = rows[j]
+        if fresh:
+            margin[j, :n] = y[j, :n] * np.dot(X[j, :n], theta[j])
+            counts[j, MARGINS] += 1
+        loss[j] = _evaluate(
+            X[j, :n], y[j, :n], inv_n, code, param, margin[j, :n], weights[:n], loss_grad[j]
+        )
+        counts[j, EVALUATIONS] += 1
+
+
+@compiled
+def restore(
+    X, y, rows, inv_n, code, param, anchors, gram, inverse, anchor, anchor_rho, kept, counts
+):  # noqa: ANN001, ANN201, E501
+    """The kept matrices of ``anchors`` (k, dim + 1): (theta_a, rho_a) per machine, NaN rows
+    where none is kept."""
+    dim = X.shape[2]
+    for j in range(anchors.shape[0]):
+        rho = anchors[j, dim]
+        if np.isnan(rho):
+            continue
+        n = rows[j]
+        anchor[j] = anchors[j, :dim]
+        _form(X[j, :n], y[j, :n], inv_n, code, param, anchor[j], rho, gram[j], inverse[j])
+        anchor_rho[j], kept[j] = rho, True
+        counts[j, MATRICES] += 1
+        counts[j, MARGINS] += 1
+
+
+@compiled
+def newton(  # noqa: ANN201, PLR0913, PLR0915
+    X,
+    y,
+    rows,
+    inv_n,
+    code,
+    param,  # noqa: ANN001 (the block's data)
+    center,
+    rho,
+    tol,
+    relative,
+    max_iter,  # noqa: ANN001 (the subproblems)
+    theta,
+    margin,
+    loss,
+    loss_grad,  # noqa: ANN001 (the points, updated)
+    gram,
+    inverse,
+    anchor,
+    anchor_rho,
+    kept,
+    outer,  # noqa: ANN001 (the matrices, updated)
+    final_norm,
+    counts,  # noqa: ANN001 (out)
+):
+    """Every machine's Newton solve (module docstring) from its point; ``final_norm[j]``: its
+    subproblem gradient norm at the end."""
+    n_max, dim = X.shape[1], X.shape[2]
+    weights = np.empty(n_max)
+    grad = np.empty(dim)
+    new_grad = np.empty(dim)
+    new_margin = np.empty(n_max)
+    for j in range(theta.shape[0]):
+        n = rows[j]
+        Xj, yj, th, mj = X[j, :n], y[j, :n], theta[j], margin[j, :n]
+        tall = n >= dim
+        if tall and kept[j] and anchor_rho[j] != rho[j]:  # a new rho: shifted anew
+            _invert_shifted(gram[j], rho[j], inverse[j])
+            anchor_rho[j] = rho[j]
+            counts[j, SHIFTS] += 1
+        shift = th - center[j]
+        f = loss[j] + 0.5 * rho[j] * np.dot(shift, shift)
+        last_norm, kept_steps, tol_j = np.inf, 0, tol[j]
+        measured = False
+        for iteration in range(max_iter):
+            grad[:] = loss_grad[j] + rho[j] * shift
+            norm = np.sqrt(np.dot(grad, grad))
+            if iteration == 0 and relative * norm > tol_j:  # a NaN tolerance stays NaN
+                tol_j = relative * norm
+            if norm <= tol_j:
+                final_norm[j], measured = norm, True
+                break
+            formed = tall and (
+                not kept[j] or norm > CHORD_CONTRACTION * last_norm or kept_steps >= CHORD_STEPS
+            )
+            if formed:
+                _form(Xj, yj, inv_n, code, param, th, rho[j], gram[j], inverse[j])
+                anchor[j], anchor_rho[j], kept[j] = th, rho[j], True
+                last_norm, kept_steps = np.inf, 0
+                counts[j, MATRICES] += 1
+                counts[j, MARGINS] += 1
+            elif tall:
+                last_norm = norm
+                kept_steps += 1
+            if tall:
+                step = np.dot(inverse[j], grad)
+            else:
+                for i in range(n):
+                    weights[i] = np.sqrt(inv_n * _curvature(code, param, mj[i]))
+                step = woodbury(Xj, outer[j, :n, :n], weights[:n], rho[j], grad)
+                counts[j, WOODBURY] += 1
+            counts[j, STEPS] += 1
+            slope = np.dot(grad, step)
+            moved = yj * np.dot(Xj, step)
+            scale = abs(f)
+            flat = slope <= FLAT_SLOPE * (scale if not scale < 1.0 else 1.0)  # NaN stays NaN
+            t = 1.0
+            while True:
+                new_theta = th - t * step
+                new_margin[:n] = mj - t * moved
+                new_loss = _evaluate(
+                    Xj, yj, inv_n, code, param, new_margin[:n], weights[:n], new_grad
+                )
+                counts[j, EVALUATIONS] += 1
+                new_shift = new_theta - center[j]
+                f_new = new_loss + 0.5 * rho[j] * np.dot(new_shift, new_shift)
+                if flat or f_new <= f - ARMIJO_FRACTION * t * slope or t < SMALLEST_STEP:
+                    break
+                t *= 0.5
+                counts[j, TRIALS] += 1
+            th[:] = new_theta
+            mj[:] = new_margin[:n]
+            loss[j], loss_grad[j] = new_loss, new_grad
+            f, shift = f_new, new_shift
+            if flat and (not tall or formed):  # a full step on a matrix of this iterate
+                break
+        if not measured:  # a final Newton step, or max_iter: measured now
+            grad[:] = loss_grad[j] + rho[j] * shift
+            final_norm[j] = np.sqrt(np.dot(grad, grad))

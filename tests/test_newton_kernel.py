@@ -1,0 +1,150 @@
+"""The compiled Newton theta step (dpnet.decentralized._newton) against independent numbers:
+its scalar losses against the numpy losses, its iterations against the vectorized numpy
+implementation it replaced (devtools/newton_reference.py), its counts against their own
+definitions, and its cache where a user puts it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from devtools.flop_count import block_flops, machine_flops
+from devtools.newton_reference import ReferenceNewtonStep
+from dpnet.decentralized import LocalData, NewtonThetaStep, StackedShards
+from dpnet.decentralized._newton import COUNTS, _curvature, _loss_and_derivative
+from dpnet.decentralized.theta import NO_ANCHORS, loss_kernel
+from dpnet.losses import HuberizedHinge, Logistic, MarginLoss, UnbiasedLogistic
+
+LOSSES = [Logistic(), UnbiasedLogistic(0.75), UnbiasedLogistic(1.0), HuberizedHinge(0.5)]
+
+
+@pytest.mark.parametrize("loss", LOSSES, ids=repr)
+def test_the_scalar_losses_are_the_numpy_ones(loss: MarginLoss) -> None:
+    """Value, derivative and curvature at margins from -1e308 to 1e308, the hinge's knots and
+    0, infinities and NaN: the numpy loss's to 2 ulp, NaN where it is NaN."""
+    code, param = loss_kernel(loss)
+    grid = np.concatenate(
+        [
+            np.linspace(-40.0, 40.0, 2001),
+            [0.0, -0.0, 0.5, 1.5, 1.0, 1e-300, -1e-300, 700.0, -700.0, 750.0, -750.0],
+            [1e308, -1e308, np.inf, -np.inf, np.nan],
+        ]
+    )
+    with np.errstate(all="ignore"):
+        value, first = loss.value_and_derivative(grid)
+        curvature = loss.curvature(grid)
+    scalar = np.array([_loss_and_derivative(code, param, m) for m in grid])
+    scalar_curvature = np.array([_curvature(code, param, m) for m in grid])
+    for ours, theirs in (
+        (scalar[:, 0], value),
+        (scalar[:, 1], first),
+        (scalar_curvature, curvature),
+    ):
+        np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
+        finite = np.isfinite(theirs)
+        np.testing.assert_array_equal(
+            ours[~finite & ~np.isnan(theirs)], theirs[~finite & ~np.isnan(theirs)]
+        )
+        np.testing.assert_allclose(ours[finite], theirs[finite], rtol=5e-16, atol=1e-300)
+
+
+def _mixed_block(loss: MarginLoss, seed: int = 3) -> StackedShards:
+    """Tall shards of unequal sizes (padded), a wide one, and one without rows."""
+    rng = np.random.default_rng(seed)
+    shards = []
+    for n in (300, 120, 7, 0):
+        X = np.hstack([rng.standard_normal((n, 10)), np.ones((n, 1))])
+        y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+        shards.append(LocalData(X, y, 500, loss))
+    return StackedShards.stack(shards)
+
+
+@pytest.mark.parametrize("loss", LOSSES, ids=repr)
+def test_the_kernel_takes_the_reference_iterations(loss: MarginLoss) -> None:
+    """Twelve drifting rounds of a mixed block, rho changing (kept matrices shifted), the first
+    round relative to its start and per-machine tolerances after: every machine's theta and
+    f_j agree with the numpy reference to 1e-10, its gradient norm to 1e-8 relative, and it
+    forms as many Newton matrices and takes as many Newton steps."""
+    data = _mixed_block(loss)
+    rng = np.random.default_rng(4)
+    k, dim = data.X.shape[0], data.X.shape[2]
+    drift = rng.standard_normal((k, dim))
+    zeros = np.zeros((k, dim))
+    ours = NewtonThetaStep(data, zeros, NO_ANCHORS, NO_ANCHORS)
+    ref = ReferenceNewtonStep(data, zeros, NO_ANCHORS, NO_ANCHORS)
+    theta = theta_ref = zeros
+    for r in range(12):
+        center = drift * (1.0 + 0.5**r)
+        rho = np.array([0.2, 0.1, 0.3, 0.4]) * (1.0 if r < 6 else 2.0)
+        how = {"relative": 0.1} if r == 0 else {"tol": np.array([1e-9, 1e-11, 1e-10, 1e-10])}
+        solved, solved_ref = ours(center, rho, theta, **how), ref(center, rho, theta_ref, **how)
+        theta, theta_ref = solved.theta, solved_ref.theta
+        np.testing.assert_allclose(theta, theta_ref, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(solved.loss, solved_ref.loss, rtol=1e-12)
+        np.testing.assert_allclose(solved.error, solved_ref.error, rtol=1e-6, atol=1e-13)
+    assert ours.counts[:, COUNTS.index("matrices")].tolist() == ref.formed.tolist()
+    assert ours.counts[:, COUNTS.index("steps")].tolist() == ref.steps.tolist()
+    assert ours.counts[:, COUNTS.index("shifts")][:2].min() >= 1  # the tall ones, at r = 6
+    assert ours.counts[:, COUNTS.index("woodbury")].tolist() == [0, 0, *ref.steps[2:].tolist()]
+
+
+def test_the_counts_add_up() -> None:
+    """Each step evaluates the loss once, each rejected trial once more, each point once;
+    each Newton matrix and each fresh point computes margins; the flops follow the counts."""
+    data = _mixed_block(Logistic())
+    k, dim = data.X.shape[0], data.X.shape[2]
+    step = NewtonThetaStep(data, np.zeros((k, dim)), NO_ANCHORS, NO_ANCHORS)
+    step(np.ones((k, dim)), np.full(k, 0.01), np.zeros((k, dim)), tol=1e-12)
+    c = {name: step.counts[:, i] for i, name in enumerate(COUNTS)}
+    assert (c["steps"] > 0).all() and c["matrices"].tolist()[2:] == [0, 0]
+    np.testing.assert_array_equal(c["evaluations"], 1 + c["steps"] + c["trials"])
+    np.testing.assert_array_equal(c["margins"], 1 + c["matrices"])
+    flops = block_flops(step)
+    n, d = 300, dim
+    assert flops[0]["products"] == 2 * n * d * (
+        c["steps"][0] + c["evaluations"][0] + c["margins"][0]
+    )
+    assert flops[0]["matrices"] == c["matrices"][0] * 2 * n * d * d
+    assert flops[3] == machine_flops(step.counts[3], 0, d)
+
+
+def test_the_compiled_code_is_cached_where_the_user_says(tmp_path: Path) -> None:
+    """NUMBA_CACHE_DIR names the folder: a fresh process compiles into it, the next one loads
+    from it (its files untouched) and solves bitwise alike."""
+    script = (
+        "import numpy as np\n"
+        "from dpnet.decentralized import LocalData, NewtonThetaStep, StackedShards\n"
+        "from dpnet.decentralized.theta import NO_ANCHORS\n"
+        "rng = np.random.default_rng(0)\n"
+        "X = np.hstack([rng.standard_normal((50, 4)), np.ones((50, 1))])\n"
+        "data = StackedShards.one(LocalData(X, np.sign(rng.standard_normal(50)), 50))\n"
+        "step = NewtonThetaStep(data, np.zeros((1, 5)), NO_ANCHORS, NO_ANCHORS)\n"
+        "print(step(np.ones((1, 5)), np.array([0.1]), np.zeros((1, 5))).theta.tobytes().hex())\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    first = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    cached = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    assert any(p.suffix == ".nbi" for p in cached) and any(p.suffix == ".nbc" for p in cached)
+    stamps = {p: p.stat().st_mtime_ns for p in cached}
+    second = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    assert second.stdout == first.stdout and second.stderr == ""
+    assert {p: p.stat().st_mtime_ns for p in cached} == stamps
