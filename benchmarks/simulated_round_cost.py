@@ -9,20 +9,21 @@ The data and graph are those of ``python -m dpnet.run --backend simulated --mach
 in 16 groups, dim = 49 with the intercept); the rounds are :func:`run_batched`'s, in this
 process with one BLAS thread, CPU time (median of --repeats runs of --rounds rounds each).
 
-Flops of the run, counted from the iterations it took (the machines whose gradient
-:meth:`StackedShards.loss_gradient` forms; one curvature evaluation of the loss per matrix
-formed), n = rows, d = dim:
+Flops of the run, from the compiled Newton theta step's own counts (``NewtonThetaStep.counts``,
+named by :data:`dpnet.decentralized._newton.COUNTS`; every step the run made is collected by
+:func:`devtools.flop_count.newton_steps`), priced per machine of n = rows and d = dim by
+:func:`devtools.flop_count.machine_flops` (its docstring has the formulas):
 
-- gradient X~^T (y l'/n): 2 n d per evaluation; step product X~ s: 2 n d per step. Every
-  step leads to a point whose gradient is evaluated once; it is carried to the next round
-  (:class:`~dpnet.decentralized.theta.StackedPoints`), so a run evaluates J gradients more
-  than it takes steps;
-- Newton matrix X~^T D X~ (symmetric: n d (d + 1)) and its Cholesky factor (d^3 / 3) per
-  matrix formed; the factor again (d^3 / 3) per kept matrix shifted to a new rho (residual
-  balancing changed c: :meth:`~dpnet.decentralized.theta.KeptMatrices.shift`); a solve on
-  it (2 d^2: a product with its kept inverse) per step;
+- products with X~ (2 n d each): a Newton step's margins, a loss evaluation's gradient (the
+  start points, every Armijo trial and every accepted step), margins computed afresh;
+- Newton matrices: X~^T D X~ (2 n d^2), its Cholesky factor and LU inverse per matrix formed,
+  the factor and inverse again per kept matrix shifted to a new rho (residual balancing
+  changed c);
+- solves: a product with a kept inverse (2 d^2) per step on it (Woodbury solves, on wide
+  shards, none here: n = 100 >= d, are priced with the factors);
 - the rest of a round (Z step, centres, duals, residuals: O(E d)) and the loss's elementwise
-  exp/log are not counted as flops (listed as ``loss evaluations``, elements).
+  exp/log are not counted as flops (listed as ``loss_elements``: the evaluations' elements,
+  machines x rows).
 
 GFLOP/s: one dgemm of the same size as a round's Hessians, X^T X with X the (J n, d) stack of
 all shards, median CPU time, in the same process.
@@ -30,13 +31,15 @@ all shards, median CPU time, in the same process.
 Memory floor (the second yardstick): a product with the whole (J, n, d) stack reads J n d
 floats (39 MB at J = 1,000) for 2 J n d flops and is bandwidth-bound, so the flop yardstick
 understates what stacked numpy products can reach. Timed in the same process, one pass over
-the whole stack each (CPU time), by the simulator's own stacked products
-(:func:`stacked.matvecs`, :func:`stacked.vecmats`): the step solve K_j g_j on a (J, d, d)
-stack of inverse Newton matrices, X~_j s_j on the (J, n, d) stack and the left product
-X~_j^T w_j; each alone, again and again (the fastest pass, as warm as the caches keep the stack: the
-floor), and the three in turn as an iteration runs them (interleaved, median). The floor is
-the round's counted work at these times, a machine's share of a pass per product:
-(steps x (solve + X~ s) + gradients x left) / J. Writes benchmarks/out/simulated_round_cost.csv.
+the whole stack each (CPU time), by numpy's stacked products (:func:`stacked.matvecs`,
+:func:`stacked.vecmats`, one einsum over the stack; the compiled theta step runs the same
+products machine by machine): the step solve K_j g_j on a (J, d, d) stack of inverse Newton
+matrices, X~_j s_j on the (J, n, d) stack and the left product X~_j^T w_j; each alone, again
+and again (the fastest pass, as warm as the caches keep the stack: the floor), and the three in
+turn as an iteration runs them (interleaved, median). The floor is the round's counted work at
+these times, a machine's share of a pass per product: ((steps - woodbury) x solve + (steps +
+margins + woodbury) x X~ s + (evaluations + woodbury) x left) / J. Writes
+benchmarks/out/simulated_round_cost.csv.
 """
 
 from __future__ import annotations
@@ -44,57 +47,20 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, stacked_job, write_csv
-from devtools.flop_count import factor_flops, matrix_flops, product_flops, solve_flops
+from devtools.flop_count import block_flops, newton_steps
 from dpnet.decentralized import NewtonThetaStep, StackedShards, admm, stacked
+from dpnet.decentralized._newton import COUNTS
 from dpnet.decentralized.batched import run_batched
-from dpnet.decentralized.theta import KeptMatrices
-from dpnet.losses import MarginLoss
 
 ROWS_PER_MACHINE = 100
 SEED = 1
-
-
-@dataclass(frozen=True, eq=False)
-class CountingLoss(MarginLoss):
-    """``loss``, counting the margins (machines x rows) each of its methods is asked for."""
-
-    loss: MarginLoss
-    counts: dict[str, int]
-
-    def _count(self, name: str, m: np.ndarray) -> None:
-        self.counts[name] = self.counts.get(name, 0) + m.size
-
-    def value(self, m: np.ndarray) -> np.ndarray:
-        self._count("value", m)
-        return self.loss.value(m)
-
-    def derivative(self, m: np.ndarray) -> np.ndarray:
-        self._count("derivative", m)
-        return self.loss.derivative(m)
-
-    def curvature(self, m: np.ndarray) -> np.ndarray:
-        self._count("curvature", m)
-        return self.loss.curvature(m)
-
-    def value_and_derivative(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        self._count("value", m)
-        self._count("derivative", m)
-        return self.loss.value_and_derivative(m)
-
-    @property
-    def curvature_bound(self) -> float:
-        return self.loss.curvature_bound
-
-    @property
-    def lipschitz_bound(self) -> float:
-        return self.loss.lipschitz_bound
 
 
 def problem(n_machines: int) -> tuple[StackedShards, Any, Any, Any]:
@@ -117,40 +83,41 @@ def timed(clock: dict[str, float], name: str, fn: Callable[..., Any]) -> Callabl
 
 def run_once(data: StackedShards, groups: Any, config: Any, graph: Any) -> dict[str, Any]:
     """One run: CPU seconds (total and in the Z and Newton theta steps, as the round loop
-    calls them: ``admm.z_update``, ``NewtonThetaStep.__call__``) and the loss's counts."""
-    counts: dict[str, int] = {}
-    counting = replace(data, loss=CountingLoss(data.loss, counts))
+    calls them: ``admm.z_update``, ``NewtonThetaStep.__call__``), the kernel's counts summed
+    over the run's machines (by :data:`COUNTS`) and its flops by kind
+    (:func:`devtools.flop_count.block_flops`)."""
     clock = {"z_step": 0.0, "theta_step": 0.0}
     saved = admm.z_update, NewtonThetaStep.__call__
     admm.z_update = timed(clock, "z_step", saved[0])
     NewtonThetaStep.__call__ = timed(clock, "theta_step", saved[1])  # type: ignore[method-assign]
-    gradient = StackedShards.loss_gradient
-
-    def counted_gradient(
-        self: StackedShards, idx: np.ndarray, margins: np.ndarray, first: Any = None
-    ) -> np.ndarray:
-        counts["gradients"] = counts.get("gradients", 0) + len(idx)
-        return gradient(self, idx, margins, first)
-
-    shift = KeptMatrices.shift
-
-    def counted_shift(self: KeptMatrices, idx: np.ndarray, rho: np.ndarray) -> None:
-        counts["shifted"] = counts.get("shifted", 0) + len(idx)
-        shift(self, idx, rho)
-
-    StackedShards.loss_gradient = counted_gradient  # type: ignore[method-assign]
-    KeptMatrices.shift = counted_shift  # type: ignore[method-assign]
     try:
-        start = time.process_time()
-        result = run_batched(counting, groups, config, graph)
-        total = time.process_time() - start
+        with newton_steps() as made:
+            start = time.process_time()
+            result = run_batched(data, groups, config, graph)
+            total = time.process_time() - start
     finally:
         admm.z_update = saved[0]
         NewtonThetaStep.__call__ = saved[1]  # type: ignore[method-assign]
-        KeptMatrices.shift = shift  # type: ignore[method-assign]
-        StackedShards.loss_gradient = gradient  # type: ignore[method-assign]
     assert result.rounds == config.max_rounds, result.stop_reason
-    return {"cpu": total, **clock, "counts": counts, "theta": result.theta}
+    assert made, "the run made no Newton theta step"
+    summed = np.sum([step.counts.sum(axis=0) for step in made], axis=0)
+    counts = dict(zip(COUNTS, summed.tolist(), strict=True))
+    flops: dict[str, float] = {}
+    for step in made:
+        for machine in block_flops(step):
+            for kind, value in machine.items():
+                flops[kind] = flops.get(kind, 0.0) + value
+    elements = sum(
+        int((s.counts[:, COUNTS.index("evaluations")] * s.data.rows).sum()) for s in made
+    )
+    return {
+        "cpu": total,
+        **clock,
+        "counts": counts,
+        "flops": flops,
+        "loss_elements": elements,
+        "theta": result.theta,
+    }
 
 
 def gflops(data: StackedShards, repeats: int) -> float:
@@ -195,24 +162,6 @@ def pass_times(data: StackedShards, repeats: int) -> dict[str, float]:
     }
 
 
-def flop_count(counts: dict[str, int], n_rows: int, n_machines: int, dim: int) -> dict[str, float]:
-    """The run's flops by kind (module docstring), from the loss's counts."""
-    gradients = counts.get("gradients", 0)  # machine evaluations
-    matrices = counts.get("curvature", 0) // n_rows
-    shifted = counts.get("shifted", 0)  # kept matrices factorized again for a new rho
-    steps = gradients - n_machines  # the start points of round 1
-    return {
-        "gradients": gradients,
-        "steps": steps,
-        "matrices": matrices,
-        "shifted": shifted,
-        "flops_products": product_flops(n_rows, dim) * (gradients + steps),
-        "flops_matrices": matrices * (matrix_flops(n_rows, dim) + factor_flops(dim))
-        + shifted * factor_flops(dim),
-        "flops_solves": steps * solve_flops(dim),
-    }
-
-
 def measure(n_machines: int, rounds: int, repeats: int) -> dict[str, Any]:
     data, groups, config, graph = problem(n_machines)
     config = replace(config, max_rounds=rounds, tol=0.0)
@@ -224,9 +173,9 @@ def measure(n_machines: int, rounds: int, repeats: int) -> dict[str, Any]:
         rates.append(gflops(data, 5))
         passes.append(pass_times(data, 5))
     assert all(np.array_equal(r["theta"], runs[0]["theta"]) for r in runs)  # deterministic
-    counts = runs[0]["counts"]
-    flops = flop_count(counts, n_rows, n_machines, dim)
-    total = flops["flops_products"] + flops["flops_matrices"] + flops["flops_solves"]
+    assert all(r["counts"] == runs[0]["counts"] for r in runs)
+    counts, flops = runs[0]["counts"], runs[0]["flops"]
+    total = sum(flops.values())
     rate = float(np.median(rates))
     row: dict[str, Any] = {
         "machines": n_machines,
@@ -238,8 +187,9 @@ def measure(n_machines: int, rounds: int, repeats: int) -> dict[str, Any]:
     for step in ("z_step", "theta_step"):
         row[f"{step}_ms"] = float(np.median([r[step] for r in runs])) / rounds * 1e3
     row["rest_ms"] = row["cpu_ms_per_round"] - row["z_step_ms"] - row["theta_step_ms"]
-    row |= {k: v / rounds for k, v in flops.items()}  # per round
-    row["loss_evaluations"] = counts.get("value", 0) / rounds
+    row |= {k: v / rounds for k, v in counts.items()}  # per round
+    row |= {f"flops_{k}": v / rounds for k, v in flops.items()}
+    row["loss_elements"] = runs[0]["loss_elements"] / rounds
     row["mflop_per_round"] = total / rounds / 1e6
     row["gflops"] = rate
     row["flop_ms_per_round"] = total / rounds / rate / 1e6
@@ -251,8 +201,9 @@ def measure(n_machines: int, rounds: int, repeats: int) -> dict[str, Any]:
         row[f"pass_{key}_ms"] = float(pick([p[key] for p in passes])) * 1e3
     for kind in ("alone", "interleaved"):
         row[f"floor_{kind}_ms_per_round"] = (
-            row["steps"] * (row[f"pass_solve_{kind}_ms"] + row[f"pass_right_{kind}_ms"])
-            + row["gradients"] * row[f"pass_left_{kind}_ms"]
+            (row["steps"] - row["woodbury"]) * row[f"pass_solve_{kind}_ms"]
+            + (row["steps"] + row["margins"] + row["woodbury"]) * row[f"pass_right_{kind}_ms"]
+            + (row["evaluations"] + row["woodbury"]) * row[f"pass_left_{kind}_ms"]
         ) / n_machines
     row["floor_ratio"] = row["cpu_ms_per_round"] / row["floor_alone_ms_per_round"]
     return row
@@ -274,10 +225,11 @@ def main() -> None:
                 f"{args.rounds} rounds: {row['cpu_ms_per_round']:.1f} ms CPU per round "
                 f"(Z step {row['z_step_ms']:.1f}, theta step {row['theta_step_ms']:.1f}, rest "
                 f"{row['rest_ms']:.1f}); {row['mflop_per_round']:.1f} MFLOP per round "
-                f"(per round: {row['gradients']:.0f} gradients, {row['steps']:.0f} steps, "
-                f"{row['matrices']:.0f} matrices formed, {row['shifted']:.0f} shifted to a new "
-                f"rho; {row['loss_evaluations']:.3g} loss "
-                f"elements) at {row['gflops']:.1f} GFLOP/s = {row['flop_ms_per_round']:.2f} ms; "
+                f"(per round: {row['evaluations']:.0f} loss evaluations, {row['steps']:.0f} "
+                f"steps, {row['trials']:.0f} Armijo trials, {row['matrices']:.0f} matrices "
+                f"formed, {row['shifts']:.0f} shifted to a new rho, {row['margins']:.0f} fresh "
+                f"margins; {row['loss_elements']:.3g} loss elements) at "
+                f"{row['gflops']:.1f} GFLOP/s = {row['flop_ms_per_round']:.2f} ms; "
                 f"ratio {row['ratio']:.2f}",
                 flush=True,
             )
@@ -285,7 +237,7 @@ def main() -> None:
                 f"  memory floor: one pass over the stack ({row['stack_mb']:.0f} MB X~, "
                 f"{row['inverses_mb']:.0f} MB inverses) "
                 f"{row['pass_right_alone_ms']:.2f} ms X~ s, {row['pass_left_alone_ms']:.2f} ms "
-                f"left, {row['pass_solve_alone_ms']:.2f} ms solve: the round's steps and gradients "
+                f"left, {row['pass_solve_alone_ms']:.2f} ms solve: the round's counted products "
                 f"at these = {row['floor_alone_ms_per_round']:.2f} ms; ratio "
                 f"{row['floor_ratio']:.2f} (interleaved as an iteration runs them: "
                 f"{row['pass_right_interleaved_ms']:.2f}, {row['pass_left_interleaved_ms']:.2f}, "

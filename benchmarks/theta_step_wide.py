@@ -1,27 +1,29 @@
 """The theta step on wide data (p >> n_j): the block Newton step with its Woodbury system vs
-the same step with a dense Newton matrix vs the paper's gradient steps, side by side in one
-run, and the whole job at p = 5,000.
+the paper's gradient steps, side by side in one run, and the whole job at p = 5,000.
 
-    nice -n 10 python -m benchmarks.theta_step_wide            # ~5 min on 2 cores
+    nice -n 10 python -m benchmarks.theta_step_wide            # a few minutes on 2 cores
     nice -n 10 python -m benchmarks.theta_step_wide --p 500 --job-p 500   # quick
 
 Data: n = 100 rows, X ~ N(0, 1), groups of 5 columns, two active groups, y ~ Bernoulli(sigma);
 J = 5 machines (paper5 graph, 20 rows each, so n_j = 20 < p + 1).
 
-The Newton theta step (:class:`dpnet.decentralized.theta.NewtonThetaStep`) chooses its system
-by the shard's shape alone, with no option: a tall machine (n_j >= p + 1) keeps a dense Newton
-matrix and its inverse (formed with dsyrk, dpotrf, dpotri; a chord method), a wide one solves
-the n_j x n_j Woodbury system (:func:`~dpnet.decentralized.theta.woodbury_direction`) in every
-iteration. So on these shards the job always runs Woodbury; "dense" below is the block's
-tall-shard path forced onto the wide shards (every machine marked tall in its
-:class:`~dpnet.decentralized.theta.KeptMatrices`), what the shape rule saves. For each p in
-P_GRID:
+The Newton theta step (:class:`dpnet.decentralized.theta.NewtonThetaStep`, the compiled kernel
+:mod:`dpnet.decentralized._newton`) chooses its system by the shard's shape alone, with no
+option: a tall machine (n_j >= p + 1) keeps a dense Newton matrix and its inverse (a chord
+method), a wide one solves the n_j x n_j Woodbury system in every iteration. So on these shards
+the job always runs Woodbury. An earlier version of this benchmark also timed a "dense" column,
+the tall-shard path forced onto the wide shards by marking every machine tall; the compiled
+kernel decides tall inside itself (n_j >= dim), with no hook to force it short of changing
+dpnet/, so that column is gone (docs/benchmarks.md and docs/algorithms.md quote its last
+figures, measured with the numpy step before the kernel). For each p in P_GRID:
 
 - theta step: the inputs of machine 0's theta step (centre, rho, last theta and tolerance) are
   recorded in rounds 1 (cold) and WARM_ROUND (warm) of an in-process run; each kind is timed
   on exactly those inputs from a fresh step (no Newton matrix kept from earlier rounds; BLAS
-  single-threaded, as in in-process runs), with the Newton steps it took (``newton_iterations``)
-  and the dense matrices it formed;
+  single-threaded, as in in-process runs), with the work the kernel counted in that call
+  (``NewtonThetaStep.counts``, :data:`dpnet.decentralized._newton.COUNTS`): its Newton steps
+  (``newton_iterations``), the dense Newton matrices it formed (``dense_matrices``, 0 on wide
+  shards) and its Woodbury solves (``woodbury_solves``);
 - ADMM round: in-process runs of a fixed number of rounds (tol = 0), wall time / rounds.
 
 Then ``python -m dpnet.run --data FILE --test-fraction 0 --machines 5 --backend threads``
@@ -37,8 +39,6 @@ import argparse
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +47,16 @@ from threadpoolctl import threadpool_limits
 
 from benchmarks.common import OUT_DIR, reference_value, run_job, write_csv
 from dpnet.decentralized import NewtonThetaStep, StackedShards, admm, steps
-from dpnet.decentralized.theta import NO_ANCHORS, KeptMatrices, gradient_thetas
+from dpnet.decentralized._newton import MATRICES, STEPS, WOODBURY
+from dpnet.decentralized.theta import NO_ANCHORS, gradient_thetas
 from dpnet.network import build_topology, run_in_process
 from dpnet.penalties import groups_from_labels
 
 N, J, GROUP_SIZE, LAM, SEED = 100, 5, 5, 0.1, 0
 P_GRID = (500, 2000, 5000)
 WARM_ROUND = 10
-KINDS = ("dense", "woodbury", "gradient")
-# rounds timed per ADMM run: the dense Newton system costs O(p^3) per Newton iteration
+KINDS = ("woodbury", "gradient")
+# rounds timed per ADMM run
 ROUNDS = {500: 10, 2000: 3, 5000: 2}
 
 
@@ -82,30 +83,9 @@ def local_problems(
 
 def newton_system(n_rows: int, dim: int) -> str:
     """The Newton system the block's theta step uses on a shard of ``n_rows`` rows and ``dim``
-    columns: dense where it keeps a matrix (:attr:`KeptMatrices.tall`, n_j >= dim), else
+    columns: dense where it keeps a matrix (:attr:`NewtonThetaStep.tall`, n_j >= dim), else
     Woodbury."""
     return "dense" if n_rows >= dim else "woodbury"
-
-
-@contextmanager
-def forced(kind: str) -> Iterator[None]:
-    """Every Newton theta step made inside runs the ``kind`` system: "dense" marks every
-    machine tall (a kept dense Newton matrix, whatever its shape); else the shape rule."""
-    if kind != "dense":
-        yield
-        return
-    by_shape = KeptMatrices.none
-
-    def all_tall(data: StackedShards) -> KeptMatrices:
-        kept = by_shape(data)
-        kept.tall[:] = True
-        return kept
-
-    KeptMatrices.none = all_tall  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        KeptMatrices.none = by_shape  # type: ignore[method-assign]
 
 
 Recorded = tuple[StackedShards, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
@@ -142,59 +122,44 @@ def run_rounds(
 
     NewtonThetaStep.__call__ = recording  # type: ignore[method-assign]
     try:
-        with forced(kind):
-            start = time.perf_counter()
-            run_in_process(
-                graph,
-                lambda comm: admm.run_machine(comm, shards[comm.rank], structure, cfg, graph),
-                peer_timeout=3600,
-            )
-            return time.perf_counter() - start
+        start = time.perf_counter()
+        run_in_process(
+            graph,
+            lambda comm: admm.run_machine(comm, shards[comm.rank], structure, cfg, graph),
+            peer_timeout=3600,
+        )
+        return time.perf_counter() - start
     finally:
         NewtonThetaStep.__call__ = original  # type: ignore[method-assign]
 
 
-def time_theta_step(kind: str, args: Recorded, repeats: int) -> tuple[float, int, int]:
-    """Median seconds of one theta step on recorded inputs (a fresh step: no kept matrix),
-    its Newton steps and the dense Newton matrices it formed."""
+def time_theta_step(kind: str, args: Recorded, repeats: int) -> tuple[float, np.ndarray | None]:
+    """Median seconds of one theta step on recorded inputs (a fresh step: no kept matrix)
+    and, for the Newton step, machine 0's kernel counts of that call (by ``_newton.COUNTS``)."""
     data, center, rho, theta_prev, tolerance = args
-    counts = {"steps": 0, "matrices": 0}
-    gradient, form = StackedShards.loss_gradient, KeptMatrices.form
-
-    def counted_gradient(self: StackedShards, *a: Any, **k: Any) -> np.ndarray:
-        counts["steps"] += 1  # once per step, at its new point
-        return gradient(self, *a, **k)
-
-    def counted_form(self: KeptMatrices, d: Any, idx: np.ndarray, *a: Any) -> None:
-        counts["matrices"] += idx.size
-        form(self, d, idx, *a)
-
-    times = []
-    with threadpool_limits(1), forced(kind):
+    times, counts = [], None
+    with threadpool_limits(1):
         for _ in range(repeats):
             cfg = admm.ADMMConfig(lam=LAM)
-            step = NewtonThetaStep(data, theta_prev, NO_ANCHORS, NO_ANCHORS)
-            counts["steps"] = counts["matrices"] = 0
-            StackedShards.loss_gradient = counted_gradient  # type: ignore[method-assign]
-            KeptMatrices.form = counted_form  # type: ignore[method-assign]
-            try:
+            if kind == "gradient":
                 start = time.perf_counter()
-                if kind == "gradient":
-                    gradient_thetas(
-                        data,
-                        center,
-                        rho,
-                        theta_prev,
-                        n_steps=cfg.beta_steps,
-                        step_size=cfg.beta_step_size,
-                    )
-                else:
-                    step(center, rho, theta_prev, **tolerance)
+                gradient_thetas(
+                    data,
+                    center,
+                    rho,
+                    theta_prev,
+                    n_steps=cfg.beta_steps,
+                    step_size=cfg.beta_step_size,
+                )
                 times.append(time.perf_counter() - start)
-            finally:
-                StackedShards.loss_gradient = gradient  # type: ignore[method-assign]
-                KeptMatrices.form = form  # type: ignore[method-assign]
-    return float(np.median(times)), counts["steps"], counts["matrices"]
+                continue
+            step = NewtonThetaStep(data, theta_prev, NO_ANCHORS, NO_ANCHORS)
+            before = step.counts[0].copy()  # the start point's evaluation
+            start = time.perf_counter()
+            step(center, rho, theta_prev, **tolerance)
+            times.append(time.perf_counter() - start)
+            counts = step.counts[0] - before
+    return float(np.median(times)), counts
 
 
 def step_and_round_rows(p: int) -> list[dict[str, Any]]:
@@ -206,8 +171,7 @@ def step_and_round_rows(p: int) -> list[dict[str, Any]]:
     rows = []
     for label, args in inputs.items():
         for kind in KINDS:
-            repeats = 1 if kind == "dense" and p > 1000 else 5
-            seconds, iters, matrices = time_theta_step(kind, args, repeats)
+            seconds, counts = time_theta_step(kind, args, 5)
             rows.append(
                 {
                     "p": p,
@@ -218,16 +182,14 @@ def step_and_round_rows(p: int) -> list[dict[str, Any]]:
                     "when": label,
                     "kind": kind,
                     "seconds": seconds,
-                    "newton_iterations": iters if kind != "gradient" else None,
-                    "dense_matrices": matrices if kind != "gradient" else None,
+                    "newton_iterations": None if counts is None else int(counts[STEPS]),
+                    "dense_matrices": None if counts is None else int(counts[MATRICES]),
+                    "woodbury_solves": None if counts is None else int(counts[WOODBURY]),
                 }
             )
     rounds = ROUNDS[p]
     for kind in KINDS:
-        repeats = 1 if kind == "dense" else 3
-        seconds = float(
-            np.median([run_rounds(shards, structure, kind, rounds) for _ in range(repeats)])
-        )
+        seconds = float(np.median([run_rounds(shards, structure, kind, rounds) for _ in range(3)]))
         rows.append(
             {
                 "p": p,
@@ -240,6 +202,7 @@ def step_and_round_rows(p: int) -> list[dict[str, Any]]:
                 "seconds": seconds / rounds,
                 "newton_iterations": None,
                 "dense_matrices": None,
+                "woodbury_solves": None,
             }
         )
     for row in rows:  # ratio to Woodbury on the same inputs / rounds
@@ -319,14 +282,17 @@ def main() -> None:
         write_csv(rows, OUT_DIR / "theta_step_wide.csv")
     print(
         f"{'p':>5} {'what':<11} {'when':<17} {'kind':<9} {'ms':>11} {'Newton it':>9} "
-        f"{'matrices':>8} {'/ woodbury':>10}"
+        f"{'matrices':>8} {'Woodbury':>8} {'/ woodbury':>10}"
     )
     for r in rows:
-        it = "" if r["newton_iterations"] is None else str(r["newton_iterations"])
-        formed = "" if r["dense_matrices"] is None else str(r["dense_matrices"])
+        it, formed, solves = (
+            "" if r[key] is None else str(r[key])
+            for key in ("newton_iterations", "dense_matrices", "woodbury_solves")
+        )
         print(
             f"{r['p']:>5} {r['what']:<11} {r['when']:<17} {r['kind']:<9} "
-            f"{1e3 * r['seconds']:>11.3f} {it:>9} {formed:>8} {r['ratio_to_woodbury']:>10.1f}"
+            f"{1e3 * r['seconds']:>11.3f} {it:>9} {formed:>8} {solves:>8} "
+            f"{r['ratio_to_woodbury']:>10.1f}"
         )
 
     jobs = job_rows(args.job_p, args.gradient_max_rounds)
