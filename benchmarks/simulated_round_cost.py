@@ -16,10 +16,9 @@ named by :data:`dpnet.decentralized._newton.COUNTS`; every step the run made is 
 
 - products with X~ (2 n d each): a Newton step's margins, a loss evaluation's gradient (the
   start points, every Armijo trial and every accepted step), margins computed afresh;
-- Newton matrices: X~^T D X~ (2 n d^2), its Cholesky factor and LU inverse per matrix formed,
-  the factor and inverse again per kept matrix shifted to a new rho (residual balancing
-  changed c);
-- solves: a product with a kept inverse (2 d^2) per step on it (Woodbury solves, on wide
+- Newton matrices: X~^T D X~ (2 n d^2) and its Cholesky factor per matrix formed, the factor
+  again per kept matrix shifted to a new rho (residual balancing changed c);
+- solves: two triangular solves on a kept factor (2 d^2) per step on it (Woodbury solves, on wide
   shards, none here: n = 100 >= d, are priced with the factors);
 - the rest of a round (Z step, centres, duals, residuals: O(E d)) and the loss's elementwise
   exp/log are not counted as flops (listed as ``loss_elements``: the evaluations' elements,
@@ -30,16 +29,16 @@ all shards, median CPU time, in the same process.
 
 Memory floor (the second yardstick): a product with the whole (J, n, d) stack reads J n d
 floats (39 MB at J = 1,000) for 2 J n d flops and is bandwidth-bound, so the flop yardstick
-understates what stacked numpy products can reach. Timed in the same process, one pass over
-the whole stack each (CPU time), by numpy's stacked products (:func:`stacked.matvecs`,
+understates what stacked numpy products can reach. Timed in the same process, one pass over the
+whole stack each (CPU time), by numpy's stacked products (:func:`stacked.matvecs`,
 :func:`stacked.vecmats`, one einsum over the stack; the compiled theta step runs the same
-products machine by machine): the step solve K_j g_j on a (J, d, d) stack of inverse Newton
-matrices, X~_j s_j on the (J, n, d) stack and the left product X~_j^T w_j; each alone, again
-and again (the fastest pass, as warm as the caches keep the stack: the floor), and the three in
-turn as an iteration runs them (interleaved, median). The floor is the round's counted work at
-these times, a machine's share of a pass per product: ((steps - woodbury) x solve + (steps +
-margins + woodbury) x X~ s + (evaluations + woodbury) x left) / J. Writes
-benchmarks/out/simulated_round_cost.csv.
+products machine by machine): the step solve K_j g_j priced as a product with a (J, d, d) stack
+of d x d matrices (as many flops as the two triangular solves), X~_j s_j on the (J, n, d) stack
+and the left product X~_j^T w_j; each alone, again and again (the fastest pass, as warm as the
+caches keep the stack: the floor), and the three in turn as an iteration runs them
+(interleaved, median). The floor is the round's counted work at these times, a machine's share
+of a pass per product: ((steps - woodbury) x solve + (steps + margins + woodbury) x X~ s +
+(evaluations + woodbury) x left) / J. Writes benchmarks/out/simulated_round_cost.csv.
 """
 
 from __future__ import annotations

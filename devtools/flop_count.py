@@ -5,10 +5,11 @@ operations it runs (``NewtonThetaStep.counts``, named by ``_newton.COUNTS``); fo
 n rows and d columns each costs, in flops:
 
 - a product with X~ (a step's margins, a loss evaluation's gradient, fresh margins): 2 n d;
-- a Newton matrix: X~^T D X~ by a general product, 2 n d^2, its Cholesky factor d^3 / 3 and
-  its LU inverse 2 d^3; a shift to a new rho: the factor and the inverse;
-- a step on a kept inverse: 2 d^2; a Woodbury solve: its n x n system (n^2 d to scale, a
-  factor n^3 / 3, two triangular solves 2 n^2) and two products with X~ (4 n d).
+- a Newton matrix: X~^T D X~ by a general product, 2 n d^2, and its Cholesky factor d^3 / 3;
+  a shift to a new rho: the factor;
+- a step on a kept factor: two triangular solves, 2 d^2; a Woodbury solve: its n x n system
+  (n^2 d to scale, a factor n^3 / 3, two triangular solves 2 n^2) and two products with X~
+  (4 n d).
 
 The ratio of two machines' counts is the speed-up of an implementation of the same iterations
 that runs every counted operation at one flop rate and nothing else. Left out: the loss's
@@ -28,8 +29,7 @@ from dpnet.decentralized import NewtonThetaStep
 from dpnet.decentralized._newton import COUNTS
 
 FlopCounts = dict[str, float]
-"""Flops by kind: ``products`` (with X~), ``matrices`` (X~^T D X~), ``factors`` (factors and
-inverses), ``solves``."""
+"""Flops by kind: ``products`` (with X~), ``matrices`` (X~^T D X~), ``factors``, ``solves``."""
 
 
 def product_flops(rows: int, cols: int) -> float:
@@ -47,13 +47,8 @@ def factor_flops(dim: int) -> float:
     return dim**3 / 3.0
 
 
-def inverse_flops(dim: int) -> float:
-    """An LU inverse (getrf 2 dim^3 / 3, getri 4 dim^3 / 3): 2 dim^3."""
-    return 2.0 * dim**3
-
-
 def solve_flops(dim: int) -> float:
-    """A product with a kept inverse, or two triangular solves: 2 dim^2."""
+    """Two triangular solves on a Cholesky factor: 2 dim^2."""
     return 2.0 * dim**2
 
 
@@ -65,8 +60,7 @@ def machine_flops(counts: np.ndarray, rows: int, dim: int) -> FlopCounts:
     return {
         "products": products * product_flops(rows, dim),
         "matrices": c["matrices"] * matrix_flops(rows, dim),
-        "factors": (c["matrices"] + c["shifts"]) * (factor_flops(dim) + inverse_flops(dim))
-        + c["woodbury"] * woodbury,
+        "factors": (c["matrices"] + c["shifts"]) * factor_flops(dim) + c["woodbury"] * woodbury,
         "solves": (c["steps"] - c["woodbury"]) * solve_flops(dim),
     }
 

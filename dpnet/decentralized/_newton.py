@@ -10,7 +10,8 @@ machine, each to its own tolerance: the same floats whatever the block (an MPI r
 machine or the simulator's J). Per iteration, with g the subproblem's gradient:
 
 - a tall machine (n_j >= dim) steps on its kept Newton matrix H = X~^T D X~ + rho I,
-  D = diag(l''/n) at the matrix's anchor, held as its inverse (a step is one product); it forms
+  D = diag(l''/n) at the matrix's anchor, held as its Cholesky factor (a step is two
+  triangular solves); it forms
   H anew at the iterate without one, after CHORD_STEPS steps on it in this solve, or when a step
   on it shrank ||g|| by less than CHORD_CONTRACTION (a chord / Shamanskii method), and a new
   rho shifts the kept data part X~^T D X~;
@@ -49,12 +50,11 @@ CHORD_STEPS = 2
 forms it anew. Both measured in docs/algorithms.md ("The Newton matrix is kept")."""
 
 COUNTS = ("matrices", "shifts", "steps", "woodbury", "trials", "evaluations", "margins")
-"""What ``counts`` adds up: Newton matrices formed (each X~^T D X~ by one general product, a
-Cholesky factor and an LU inverse), kept matrices shifted to a new rho (a factor and an
-inverse), Newton steps (each one product with X~ for the step's margins), Woodbury solves among
-them, Armijo trials after a rejected full step, loss evaluations over a machine's rows (each
-with its gradient, one product with X~), and margins y X~ theta computed afresh (a point's, or
-a matrix's at its anchor: one product with X~ each)."""
+"""What ``counts`` adds up: Newton matrices formed (each X~^T D X~ by one general product and a
+Cholesky factor), kept matrices shifted to a new rho (a factor), Newton steps (each one product with
+X~ for the step's margins), Woodbury solves among them, Armijo trials after a rejected full step,
+loss evaluations over a machine's rows (each with its gradient, one product with X~), and margins y
+X~ theta computed afresh (a point's, or a matrix's at its anchor: one product with X~ each)."""
 MATRICES, SHIFTS, STEPS, WOODBURY, TRIALS, EVALUATIONS, MARGINS = range(len(COUNTS))
 
 
@@ -111,27 +111,43 @@ def _evaluate(X, y, inv_n, code, param, margin, weights, grad):  # noqa: ANN001,
 
 
 @compiled
-def _invert_shifted(gram, rho, inverse):  # noqa: ANN001, ANN202
-    """inverse = (gram + rho I)^{-1} when it is finite and numerically positive definite (a
-    Cholesky factor exists), else NaN."""
-    dim = gram.shape[0]
+def _factor_shifted(gram, rho, factor):  # noqa: ANN001, ANN202
+    """factor = the lower Cholesky factor of gram + rho I when that is finite and numerically
+    positive definite, else NaN (and so is every solve on it)."""
     matrix = gram.copy()
-    for a in range(dim):
+    for a in range(matrix.shape[0]):
         matrix[a, a] += rho
     if not np.isfinite(matrix).all():
-        inverse[...] = np.nan
+        factor[...] = np.nan
         return
     try:
-        np.linalg.cholesky(matrix)
-        inverse[...] = np.linalg.inv(matrix)
-    except Exception:  # noqa: BLE001 (not positive definite, or non-finite)
-        inverse[...] = np.nan
+        factor[...] = np.linalg.cholesky(matrix)
+    except Exception:  # noqa: BLE001 (not positive definite)
+        factor[...] = np.nan
 
 
 @compiled
-def _form(X, y, inv_n, code, param, theta, rho, gram, inverse):  # noqa: ANN001, ANN202
+def _cholesky_solve(lower, rhs):  # noqa: ANN001, ANN202
+    """(L L^T)^{-1} rhs for the lower Cholesky factor L: two triangular solves, 2 n^2 flops."""
+    n = rhs.shape[0]
+    out = np.empty(n)
+    for a in range(n):  # L u = rhs
+        total = rhs[a]
+        for b in range(a):
+            total -= lower[a, b] * out[b]
+        out[a] = total / lower[a, a]
+    for a in range(n - 1, -1, -1):  # L^T w = u
+        total = out[a]
+        for b in range(a + 1, n):
+            total -= lower[b, a] * out[b]
+        out[a] = total / lower[a, a]
+    return out
+
+
+@compiled
+def _form(X, y, inv_n, code, param, theta, rho, gram, factor):  # noqa: ANN001, ANN202
     """gram = X~^T D X~ at ``theta``'s own margins (the same floats wherever it is formed:
-    restored from its anchor, it is bitwise the kept one) and its shifted inverse."""
+    restored from its anchor, it is bitwise the kept one) and the factor of gram + rho I."""
     margin = y * np.dot(X, theta)
     scaled = np.empty_like(X)
     for i in range(X.shape[0]):
@@ -139,30 +155,7 @@ def _form(X, y, inv_n, code, param, theta, rho, gram, inverse):  # noqa: ANN001,
         for a in range(X.shape[1]):
             scaled[i, a] = X[i, a] * weight
     gram[...] = np.dot(scaled.T, scaled)
-    _invert_shifted(gram, rho, inverse)
-
-
-@compiled
-def _cholesky_solve(matrix, rhs):  # noqa: ANN001, ANN202
-    """matrix^{-1} rhs for a positive definite ``matrix``, NaN where it is not one or has a
-    non-finite entry."""
-    if not np.isfinite(matrix).all():
-        return np.full_like(rhs, np.nan)
-    try:
-        lower = np.linalg.cholesky(matrix)
-    except Exception:  # noqa: BLE001
-        return np.full_like(rhs, np.nan)
-    n = rhs.shape[0]
-    out = rhs.copy()
-    for a in range(n):  # L u = rhs
-        for b in range(a):
-            out[a] -= lower[a, b] * out[b]
-        out[a] /= lower[a, a]
-    for a in range(n - 1, -1, -1):  # L^T w = u
-        for b in range(a + 1, n):
-            out[a] -= lower[b, a] * out[b]
-        out[a] /= lower[a, a]
-    return out
+    _factor_shifted(gram, rho, factor)
 
 
 @compiled
@@ -177,7 +170,9 @@ def woodbury(X, outer, s, rho, grad):  # noqa: ANN001, ANN201
         for b in range(n):
             small[a, b] = s[a] * outer[a, b] * s[b]
         small[a, a] += rho
-    w = _cholesky_solve(small, s * np.dot(X, grad))
+    lower = np.empty((n, n))
+    _factor_shifted(small, 0.0, lower)
+    w = _cholesky_solve(lower, s * np.dot(X, grad))
     return (grad - np.dot(s * w, X)) / rho
 
 
@@ -199,7 +194,7 @@ def points_at(X, y, rows, inv_n, code, param, theta, margin, loss, loss_grad, fr
 
 @compiled
 def restore(
-    X, y, rows, inv_n, code, param, anchors, gram, inverse, anchor, anchor_rho, kept, counts
+    X, y, rows, inv_n, code, param, anchors, gram, factor, anchor, anchor_rho, kept, counts
 ):  # noqa: ANN001, ANN201, E501
     """The kept matrices of ``anchors`` (k, dim + 1): (theta_a, rho_a) per machine, NaN rows
     where none is kept."""
@@ -210,7 +205,7 @@ def restore(
             continue
         n = rows[j]
         anchor[j] = anchors[j, :dim]
-        _form(X[j, :n], y[j, :n], inv_n, code, param, anchor[j], rho, gram[j], inverse[j])
+        _form(X[j, :n], y[j, :n], inv_n, code, param, anchor[j], rho, gram[j], factor[j])
         anchor_rho[j], kept[j] = rho, True
         counts[j, MATRICES] += 1
         counts[j, MARGINS] += 1
@@ -234,7 +229,7 @@ def newton(  # noqa: ANN201, PLR0913, PLR0915
     loss,
     loss_grad,  # noqa: ANN001 (the points, updated)
     gram,
-    inverse,
+    factor,
     anchor,
     anchor_rho,
     kept,
@@ -254,7 +249,7 @@ def newton(  # noqa: ANN201, PLR0913, PLR0915
         Xj, yj, th, mj = X[j, :n], y[j, :n], theta[j], margin[j, :n]
         tall = n >= dim
         if tall and kept[j] and anchor_rho[j] != rho[j]:  # a new rho: shifted anew
-            _invert_shifted(gram[j], rho[j], inverse[j])
+            _factor_shifted(gram[j], rho[j], factor[j])
             anchor_rho[j] = rho[j]
             counts[j, SHIFTS] += 1
         shift = th - center[j]
@@ -273,7 +268,7 @@ def newton(  # noqa: ANN201, PLR0913, PLR0915
                 not kept[j] or norm > CHORD_CONTRACTION * last_norm or kept_steps >= CHORD_STEPS
             )
             if formed:
-                _form(Xj, yj, inv_n, code, param, th, rho[j], gram[j], inverse[j])
+                _form(Xj, yj, inv_n, code, param, th, rho[j], gram[j], factor[j])
                 anchor[j], anchor_rho[j], kept[j] = th, rho[j], True
                 last_norm, kept_steps = np.inf, 0
                 counts[j, MATRICES] += 1
@@ -282,7 +277,7 @@ def newton(  # noqa: ANN201, PLR0913, PLR0915
                 last_norm = norm
                 kept_steps += 1
             if tall:
-                step = np.dot(inverse[j], grad)
+                step = _cholesky_solve(factor[j], grad)
             else:
                 for i in range(n):
                     weights[i] = np.sqrt(inv_n * _curvature(code, param, mj[i]))

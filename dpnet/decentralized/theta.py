@@ -72,9 +72,9 @@ class NewtonThetaStep:
     Every machine's point: at theta (k, dim) the margins y X~ theta (k, n_max), f_j(theta) (k,)
     and its gradient (k, dim). Every tall machine's (n_j >= dim) kept Newton matrix H(theta_a) =
     X~^T D(theta_a) X~ + rho_a I, valid where ``kept``: formed at ``anchor[j]`` (theta_a) from
-    theta_a's own margins, held as its inverse and its data part ``gram[j]`` (a new rho shifts
-    it). A matrix is a function of (theta_a, rho_a) alone, so a block restored from the anchors
-    (:meth:`state`) goes on bitwise. ``counts`` (k, len(``_newton.COUNTS``)) adds up each
+    theta_a's own margins, held as its Cholesky factor and its data part ``gram[j]`` (a new rho
+    shifts it). A matrix is a function of (theta_a, rho_a) alone, so a block restored from the
+    anchors (:meth:`state`) goes on bitwise. ``counts`` (k, len(``_newton.COUNTS``)) adds up each
     machine's work in the kernel.
     """
 
@@ -100,7 +100,7 @@ class NewtonThetaStep:
         self._code, self._param = loss_kernel(data.loss)
         self.counts = np.zeros((n_mach, len(_newton.COUNTS)), dtype=np.int64)
         matrices = (n_mach, dim, dim) if self.tall.any() else (n_mach, 0, 0)
-        self.gram, self.inverse = np.zeros(matrices), np.zeros(matrices)
+        self.gram, self.factor = np.zeros(matrices), np.zeros(matrices)
         self.anchor = np.zeros((n_mach, dim))
         self.anchor_rho = np.full(n_mach, np.nan)
         self.kept = np.zeros(n_mach, dtype=bool)
@@ -125,7 +125,7 @@ class NewtonThetaStep:
         return data.X, data.y, self._rows, data.inv_n, self._code, self._param
 
     def _matrices(self) -> tuple:
-        return self.gram, self.inverse, self.anchor, self.anchor_rho, self.kept, self._outer
+        return self.gram, self.factor, self.anchor, self.anchor_rho, self.kept, self._outer
 
     def _points_at(self, fresh: bool) -> None:
         self._kernel.points_at(
@@ -168,7 +168,7 @@ class NewtonThetaStep:
             *self._data_args(),
             np.ascontiguousarray(center, dtype=float),
             np.ascontiguousarray(rho, dtype=float),
-            np.broadcast_to(np.asarray(tol, dtype=float), (n_mach,)).copy(),
+            np.full(n_mach, tol) if np.ndim(tol) == 0 else np.array(tol, dtype=float),
             float(relative),
             int(max_iter),
             self.theta,
