@@ -6,6 +6,7 @@ definitions, and its cache where a user puts it."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +149,70 @@ def test_the_compiled_code_is_cached_where_the_user_says(tmp_path: Path) -> None
     )
     assert second.stdout == first.stdout and second.stderr == ""
     assert {p: p.stat().st_mtime_ns for p in cached} == stamps
+
+
+def _can_mount_read_only() -> str | None:
+    """Why a read-only bind mount in a private mount namespace cannot be made here, or None."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return "needs root and unshare(1) for a private mount namespace"
+    probe = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "mount", "--bind", "-o", "ro", "/", "/mnt"],
+        capture_output=True,
+        check=False,
+    )
+    return None if probe.returncode == 0 else "read-only bind mounts are not allowed here"
+
+
+@pytest.mark.slow
+def test_a_read_only_installation_compiles_in_memory_or_caches_where_told(tmp_path: Path) -> None:
+    """The package on a read-only mount, the user's home read-only too (numba's two default
+    cache folders): the step is compiled in memory, says so in one warning, and solves as the
+    cached one does; with NUMBA_CACHE_DIR naming a writable folder, the code is cached there,
+    without a warning."""
+    reason = _can_mount_read_only()
+    if reason:
+        pytest.skip(reason)
+    package, home, cache = tmp_path / "site", tmp_path / "home", tmp_path / "cache"
+    shutil.copytree(
+        Path(__file__).resolve().parents[1] / "dpnet",
+        package / "dpnet",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    home.mkdir()
+    cache.mkdir()
+    script = (
+        "import warnings; warnings.simplefilter('always')\n"
+        "import numpy as np\n"
+        "from dpnet.decentralized import LocalData, NewtonThetaStep, StackedShards\n"
+        "from dpnet.decentralized.theta import NO_ANCHORS\n"
+        "rng = np.random.default_rng(0)\n"
+        "X = np.hstack([rng.standard_normal((50, 4)), np.ones((50, 1))])\n"
+        "data = StackedShards.one(LocalData(X, np.sign(rng.standard_normal(50)), 50))\n"
+        "step = NewtonThetaStep(data, np.zeros((1, 5)), NO_ANCHORS, NO_ANCHORS)\n"
+        "print(step(np.ones((1, 5)), np.array([0.1]), np.zeros((1, 5))).theta.tobytes().hex())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), PYTHONPATH=str(package), PYTHONDONTWRITEBYTECODE="1")
+    mounts = f"mount --bind -o ro {package} {package} && mount --bind -o ro {home} {home}"
+
+    def run(extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        command = f'{mounts} && exec "{sys.executable}" -c "$DPNET_SCRIPT"'
+        return subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", command],
+            env={**env, **extra, "DPNET_SCRIPT": script},
+            cwd=tmp_path,  # not the checkout: its dpnet/ would come first on the path
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+
+    in_memory = run({})
+    assert in_memory.returncode == 0, in_memory.stderr
+    warned = [line for line in in_memory.stderr.splitlines() if "RuntimeWarning" in line]
+    assert len(warned) == 1 and "set NUMBA_CACHE_DIR" in warned[0], in_memory.stderr
+    assert not any(package.rglob("*.nbi")) and not any(home.rglob("*"))
+    told = run({"NUMBA_CACHE_DIR": str(cache)})
+    assert told.returncode == 0 and told.stdout == in_memory.stdout
+    assert "RuntimeWarning" not in told.stderr
+    assert any(cache.rglob("*.nbi")) and any(cache.rglob("*.nbc"))

@@ -182,6 +182,23 @@ class NewtonThetaStep:
         return ThetaResult(self.theta.copy(), self.loss.copy(), final_norm)
 
 
+def compile_newton_kernel() -> None:
+    """Compile the Newton theta step's kernel (or load it from numba's on-disk cache) by one
+    tiny solve of a tall and a wide machine and one restore from its anchors: every entry
+    point with the argument types of a run. A first process pays numba's compilation here
+    (about ten seconds, once per installation: an image build runs it, launch/Dockerfile)."""
+    rng = np.random.default_rng(0)
+    X = np.zeros((2, 4, 3))
+    X[0], X[1, :2] = rng.standard_normal((4, 3)), rng.standard_normal((2, 3))
+    y = np.where(rng.random((2, 4)) < 0.5, 1.0, -1.0)
+    mask = np.array([[1.0] * 4, [1.0, 1.0, 0.0, 0.0]])
+    data = StackedShards(X, y, mask, 6, Logistic())
+    step = NewtonThetaStep(data, np.zeros((2, 3)), NO_ANCHORS, NO_ANCHORS)
+    theta = step(np.ones((2, 3)), np.ones(2), np.zeros((2, 3))).theta
+    anchors, margins = step.state()
+    NewtonThetaStep(data, theta, anchors, margins)
+
+
 class MajorizedThetaStep:
     r"""``n_steps`` majorize-minimize iterations from the last theta: with L >= l'' the loss's
     curvature bound, the fixed matrix B_j = (L/n) X~_j^T X~_j + rho_j I majorizes the
