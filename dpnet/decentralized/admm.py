@@ -189,7 +189,7 @@ class LoopState:
     penalty_changes: np.ndarray  # (changes, 3): round at whose end c changed, factor, rule
     aggregator: dict[str, np.ndarray]  # Statistics.state()
     history: list[ProgressRecord] = field(default_factory=list)
-    # where each machine's kept Newton matrix was formed: KeptMatrices.anchors()
+    # where each machine's kept Newton matrix was formed: NewtonThetaStep.state()[0]
     newton_anchor: np.ndarray = field(default_factory=lambda: NO_ANCHORS)
     theta_tol: np.ndarray | None = None  # (k,): the next theta steps' (None: round 1, relative)
     # (k, n_max): y X~ theta of the Newton step's points, carried
