@@ -28,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
 
 from dpnet.decentralized.stacked import StackedShards, stack_matvec
 from dpnet.decentralized.steps import NEWTON_TOL
@@ -218,6 +217,8 @@ class MajorizedThetaStep:
         return self.data.X[j, : int(self.data.rows[j])]
 
     def _solve(self, j: int, rho: float, grad: np.ndarray) -> np.ndarray:
+        from scipy.linalg import cho_factor, cho_solve  # scipy: ~0.2 s to import, this step only
+
         X = self._rows(j)
         wide = X.shape[0] < X.shape[1]
         if j not in self._grams:

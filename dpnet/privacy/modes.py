@@ -21,7 +21,6 @@ from dpnet.privacy.binary_rr import (
     epsilon_from_keep_prob,
     keep_prob_from_epsilon,
 )
-from dpnet.privacy.gaussian import composed_gaussian_multiplier
 
 DEFAULT_EPSILON = 1.0
 """The budget of a fit that names none, under either mode (per machine): label privacy at
@@ -245,6 +244,8 @@ class RecordPrivacy:
     def noise_multiplier(self, rounds: int) -> float:
         """The multiplier s of every round's theta release, calibrated so that ``rounds``
         releases compose to exactly (epsilon, delta) (:func:`composed_gaussian_multiplier`)."""
+        from dpnet.privacy.gaussian import composed_gaussian_multiplier  # scipy.special: ~0.2 s
+
         return composed_gaussian_multiplier(self.epsilon, self.delta, rounds)
 
     def spend(self) -> tuple[float, float]:
