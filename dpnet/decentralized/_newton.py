@@ -35,6 +35,12 @@ from __future__ import annotations
 
 import numpy as np
 
+# the BLAS and LAPACK numba calls (scipy's), loaded with this module: a threadpoolctl limit
+# set afterwards (one BLAS thread per machine) covers them; one loaded later, inside it, ran
+# the kernel's products on every core, its idle threads spinning beside the machines
+import scipy.linalg.cython_blas  # noqa: F401
+import scipy.linalg.cython_lapack  # noqa: F401
+
 from dpnet.decentralized._compiled import compiled
 
 LOGISTIC, UNBIASED_LOGISTIC, HUBERIZED_HINGE = 0, 1, 2

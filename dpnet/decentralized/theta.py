@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpnet.decentralized import _newton
 from dpnet.decentralized.stacked import StackedShards, stack_matvec
 from dpnet.decentralized.steps import NEWTON_TOL
 from dpnet.losses.margin import HuberizedHinge, Logistic, MarginLoss, UnbiasedLogistic
@@ -53,8 +54,6 @@ class ThetaResult:
 
 def loss_kernel(loss: MarginLoss) -> tuple[int, float]:
     """(code, parameter) of ``loss`` in the compiled kernel (:mod:`._newton`)."""
-    from dpnet.decentralized import _newton
-
     if isinstance(loss, UnbiasedLogistic):
         return _newton.UNBIASED_LOGISTIC, loss.keep_prob
     if isinstance(loss, Logistic):
@@ -79,8 +78,6 @@ class NewtonThetaStep:
 
     def __init__(self, data: StackedShards, theta: np.ndarray, anchors: np.ndarray,
                  margins: np.ndarray) -> None:  # fmt: skip
-        from dpnet.decentralized import _newton
-
         self._kernel = _newton
         self.data = data = (
             StackedShards(
