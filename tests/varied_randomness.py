@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+import scipy.linalg
 
 from dpnet import run, streams
 from dpnet.decentralized import boundary, theta
@@ -100,9 +101,9 @@ def _thread_work() -> _Work:
 LOSS_METHODS = ("value", "derivative", "curvature", "derivatives", "value_and_derivative")
 SOLVERS = {  # where they are looked up -> the functions through which the block solves or
     # factorizes (every backend's theta step is dpnet.decentralized.theta's): the majorized
-    # step's factor (cho_factor, cho_solve); the Newton step's work is its kernel's counts
-    # (_counted_newton)
-    theta: ("cho_factor", "cho_solve"),
+    # step's factor (cho_factor, cho_solve, imported from scipy.linalg when it runs); the
+    # Newton step's work is its kernel's counts (_counted_newton)
+    scipy.linalg: ("cho_factor", "cho_solve"),
 }
 
 

@@ -8,31 +8,25 @@ exchanges gathers) and reports what a real network would carry.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 
 import networkx as nx
 import numpy as np
 
-from dpnet.decentralized.admm import ADMMConfig, PenaltyPath, ProgressRecord, run_block
+from dpnet.decentralized.admm import ADMMConfig, BlockResult, ProgressRecord, run_block
 from dpnet.decentralized.block import ArrayBlock, BlockEdges, bytes_per_round
 from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import GroupStructure, LocalData
 
 
 @dataclass
-class BatchedResult:
-    """Per-machine final iterates, the common stop round and reason, and the traffic a real
-    network would carry (bytes each machine sends per round, both exchanges)."""
+class BatchedResult(BlockResult):
+    """The block's result (:class:`~dpnet.decentralized.admm.BlockResult`: every machine's
+    iterates, the common stop round and reason, the penalty path, the history, the times) and
+    the traffic a real network would carry (bytes each machine sends per round, both
+    exchanges)."""
 
-    theta: np.ndarray  # (J, dim)
-    z: np.ndarray  # (J, dim)
-    rounds: int
-    stop_reason: str
-    penalty: PenaltyPath
     bytes_per_round: np.ndarray  # (J,)
-    seconds: float
-    started_at: float  # time.perf_counter() when the rounds began
-    history: list[ProgressRecord] = field(default_factory=list)
 
     @property
     def c_final(self) -> float:
@@ -78,13 +72,6 @@ def run_batched(
         stop_when=stop_when,
     )
     return BatchedResult(
-        theta=result.theta,
-        z=result.z,
-        rounds=result.rounds,
-        stop_reason=result.stop_reason,
-        penalty=result.penalty,
+        **{f.name: getattr(result, f.name) for f in fields(result)},
         bytes_per_round=bytes_per_round(block.edges.degree, dim),
-        seconds=result.seconds,
-        started_at=result.started_at,
-        history=result.history,
     )
