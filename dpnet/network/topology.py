@@ -332,18 +332,38 @@ def algebraic_connectivity(G: nx.Graph) -> float:
     return laplacian_extremes(G)[0]
 
 
-def diameter(G: nx.Graph, chunk: int = 1000) -> int:
-    """The longest shortest path: breadth-first searches from every node (scipy's, ``chunk``
-    sources at a time: O(J |E|) time, 8 chunk J bytes; networkx's took 16 s at J = 3,000)."""
-    from scipy.sparse.csgraph import shortest_path
+def diameter(G: nx.Graph, chunk: int = 1024) -> int:
+    """The longest shortest path of a connected graph: breadth-first searches from every node
+    at once, ``chunk`` sources a pass, as bit sets (bit s of row v: v is within the levels so
+    far of source s); a level ORs each node's neighbours' rows into its own (numpy's reduceat
+    over the adjacency), and the diameter is the number of levels until every row is full.
+    O(D |E| J / 64) word operations: 0.4 s at J = 10,000 (random 3-regular), where one BFS per
+    source took 12 s."""
+    from scipy.sparse import identity as sp_identity
 
     n = G.number_of_nodes()
+    if n <= 1:
+        return 0
     adjacency = nx.to_scipy_sparse_array(G, nodelist=range(n), format="csr")
+    # each node's own row among its neighbours' (a level keeps what it reached)
+    rows = (adjacency + sp_identity(n, format="csr")).tocsr()
     longest = 0
     for first in range(0, n, chunk):
         sources = np.arange(first, min(n, first + chunk))
-        lengths = shortest_path(adjacency, directed=False, unweighted=True, indices=sources)
-        longest = max(longest, int(lengths.max()))
+        words = (sources.size + 63) // 64
+        reach = np.zeros((n, words), dtype=np.uint64)
+        bit = sources - first
+        reach[sources, bit // 64] = np.left_shift(np.uint64(1), (bit % 64).astype(np.uint64))
+        full = np.full(words, ~np.uint64(0))
+        if sources.size % 64:
+            full[-1] = (np.uint64(1) << np.uint64(sources.size % 64)) - np.uint64(1)
+        levels = 0
+        while not (reach == full).all():
+            reach = np.bitwise_or.reduceat(reach[rows.indices], rows.indptr[:-1], axis=0)
+            levels += 1
+            if levels > n:
+                raise ValueError("the graph is not connected")
+        longest = max(longest, levels)
     return longest
 
 

@@ -163,7 +163,11 @@ class PrivacyLedger:
         )
         if not machines:
             return [central]
-        return [central + [r for r in self._releases if r.machine == j] for j in machines]
+        own: dict[Any, list[Release]] = {j: [] for j in machines}
+        for r in self._releases:  # one pass: J machines' releases, not J^2 comparisons
+            if r.machine is not None:
+                own[r.machine].append(r)
+        return [central + own[j] for j in machines]
 
     def pure_epsilon(self) -> float:
         """Central epsilons summed plus the worst machine's sum; inf if any release is not pure."""
