@@ -21,6 +21,18 @@ from dpnet.decentralized._newton import COUNTS, _curvature, _loss_and_derivative
 from dpnet.decentralized.theta import NO_ANCHORS, loss_kernel
 from dpnet.losses import HuberizedHinge, Logistic, MarginLoss, UnbiasedLogistic
 
+ONE_SOLVE = (
+    "import numpy as np\n"
+    "from dpnet.decentralized import LocalData, NewtonThetaStep, StackedShards\n"
+    "from dpnet.decentralized.theta import NO_ANCHORS\n"
+    "rng = np.random.default_rng(0)\n"
+    "X = np.hstack([rng.standard_normal((50, 4)), np.ones((50, 1))])\n"
+    "data = StackedShards.one(LocalData(X, np.sign(rng.standard_normal(50)), 50))\n"
+    "step = NewtonThetaStep(data, np.zeros((1, 5)), NO_ANCHORS, NO_ANCHORS)\n"
+    "print(step(np.ones((1, 5)), np.array([0.1]), np.zeros((1, 5))).theta.tobytes().hex())\n"
+)
+"""A fresh process's Newton solve, its theta printed as hex (the compiled code's output)."""
+
 LOSSES = [Logistic(), UnbiasedLogistic(0.75), UnbiasedLogistic(1.0), HuberizedHinge(0.5)]
 
 
@@ -117,36 +129,17 @@ def test_the_counts_add_up() -> None:
 def test_the_compiled_code_is_cached_where_the_user_says(tmp_path: Path) -> None:
     """NUMBA_CACHE_DIR names the folder: a fresh process compiles into it, the next one loads
     from it (its files untouched) and solves bitwise alike."""
-    script = (
-        "import numpy as np\n"
-        "from dpnet.decentralized import LocalData, NewtonThetaStep, StackedShards\n"
-        "from dpnet.decentralized.theta import NO_ANCHORS\n"
-        "rng = np.random.default_rng(0)\n"
-        "X = np.hstack([rng.standard_normal((50, 4)), np.ones((50, 1))])\n"
-        "data = StackedShards.one(LocalData(X, np.sign(rng.standard_normal(50)), 50))\n"
-        "step = NewtonThetaStep(data, np.zeros((1, 5)), NO_ANCHORS, NO_ANCHORS)\n"
-        "print(step(np.ones((1, 5)), np.array([0.1]), np.zeros((1, 5))).theta.tobytes().hex())\n"
-    )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    first = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
+
+    def solve() -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", ONE_SOLVE]
+        return subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+
+    first = solve()
     cached = sorted(p for p in tmp_path.rglob("*") if p.is_file())
     assert any(p.suffix == ".nbi" for p in cached) and any(p.suffix == ".nbc" for p in cached)
     stamps = {p: p.stat().st_mtime_ns for p in cached}
-    second = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
+    second = solve()
     assert second.stdout == first.stdout and second.stderr == ""
     assert {p: p.stat().st_mtime_ns for p in cached} == stamps
 
@@ -180,17 +173,7 @@ def test_a_read_only_installation_compiles_in_memory_or_caches_where_told(tmp_pa
     )
     home.mkdir()
     cache.mkdir()
-    script = (
-        "import warnings; warnings.simplefilter('always')\n"
-        "import numpy as np\n"
-        "from dpnet.decentralized import LocalData, NewtonThetaStep, StackedShards\n"
-        "from dpnet.decentralized.theta import NO_ANCHORS\n"
-        "rng = np.random.default_rng(0)\n"
-        "X = np.hstack([rng.standard_normal((50, 4)), np.ones((50, 1))])\n"
-        "data = StackedShards.one(LocalData(X, np.sign(rng.standard_normal(50)), 50))\n"
-        "step = NewtonThetaStep(data, np.zeros((1, 5)), NO_ANCHORS, NO_ANCHORS)\n"
-        "print(step(np.ones((1, 5)), np.array([0.1]), np.zeros((1, 5))).theta.tobytes().hex())\n"
-    )
+    script = "import warnings; warnings.simplefilter('always')\n" + ONE_SOLVE
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
     env.update(HOME=str(home), PYTHONPATH=str(package), PYTHONDONTWRITEBYTECODE="1")
     mounts = f"mount --bind -o ro {package} {package} && mount --bind -o ro {home} {home}"
