@@ -30,6 +30,7 @@ from dpnet.decentralized.admm import (
     ADAPT_FLOOR,
     BALANCING,
     DESCENT,
+    DESCENT_FLOOR,
     DESCENT_JUMP,
     DESCENT_QUIET,
     DESCENT_SETTLE,
@@ -204,11 +205,25 @@ def test_the_descent_halves_c_while_the_residual_ratio_grows_like_one_over_c():
     # but never above where the descent began
     began = record_change(late, 265, 2.0, DESCENT)
     assert decide(320, began, still) == (1.0, DESCENT)
-    # within ADAPT_FLOOR x tol balancing pauses and no descent begins, but one under way goes on
+    # within ADAPT_FLOOR x tol balancing pauses (r/s = 100 would double c), but the descent
+    # begins there, and one under way goes on
     near = _stats(4e-4, 1e-4)
     near[1] = ADAPT_FLOOR * config.tol / 2
-    assert network_decision(near, 80, config, raised, flat)[1:] == (1.0, BALANCING)
+    unbalanced = _stats(1e-2, 1e-4)
+    unbalanced[1] = near[1]
+    assert network_decision(unbalanced, 60, config, raised, flat)[1:] == (1.0, BALANCING)
+    assert network_decision(near, 70, config, raised, flat)[1:] == (1.0, BALANCING)
+    assert network_decision(near, 80, config, raised, flat)[1:] == (0.5, DESCENT)
     assert network_decision(near, 140, config, halved, grew)[1:] == (0.5, DESCENT)
+    # within DESCENT_FLOOR x tol c is halved no more, neither to begin nor to go on; a jump
+    # still doubles it back
+    nearest = near.copy()
+    nearest[1] = DESCENT_FLOOR * config.tol
+    assert network_decision(nearest, 80, config, raised, flat)[1:] == (1.0, BALANCING)
+    assert network_decision(nearest, 140, config, halved, grew)[1:] == (1.0, DESCENT)
+    assert network_decision(nearest, 140, config, halved, jumped)[1:] == (2.0, DESCENT)
+    nearest[1] = DESCENT_FLOOR * config.tol * 1.01
+    assert network_decision(nearest, 80, config, raised, flat)[1:] == (0.5, DESCENT)
 
 
 def _problem(n_mach: int, n: int, seed: int = 1):

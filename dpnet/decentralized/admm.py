@@ -61,6 +61,9 @@ if TYPE_CHECKING:
 # residual balancing stops near the tolerance: there the residuals sit at rounding noise and a
 # change of c only restarts the transient
 ADAPT_FLOOR = 100.0
+# the descent of c halves it only above this many x tol: in the drift a halving doubles the
+# residual at once and at most doubles its rate, so it shortens the rest only above 2 x tol
+DESCENT_FLOOR = 4.0
 BALANCING, DESCENT = 0.0, 1.0  # the rule of a change of c: LoopState.penalty_changes[:, 2]
 CHANGE_RULES = {BALANCING: "balancing", DESCENT: "descent"}
 NO_CHANGES = np.empty((0, 3))  # LoopState.penalty_changes before the first change
@@ -319,7 +322,8 @@ def descent_factor(
     halving). So, every DESCENT_WINDOW rounds of statistics, with the last change given
     DESCENT_SETTLE rounds to show: if the median r/s of the window grew more than
     DESCENT_JUMP-fold over the window before the last halving, c is doubled back; else c is
-    halved again, down to the start at most. A jump can show one halving late (a ring: the
+    halved again, down to the start at most (and, :func:`network_decision`, only while the
+    scaled residual is above DESCENT_FLOOR x tol). A jump can show one halving late (a ring: the
     slow mode grows for 60 rounds), so at the first window after a doubling back, an r/s
     still more than DESCENT_JUMP-fold over that same reference doubles c once more, up to
     where the descent began; after that c is fixed for the rest of the run. Every machine
@@ -351,8 +355,8 @@ def may_descend(
     done_round: int, penalty_changes: np.ndarray, history: list[ProgressRecord]
 ) -> bool:
     """Whether the descent (:func:`descent_factor`) begins at ``done_round``: balancing left c
-    above its start and has been quiet for DESCENT_QUIET rounds of statistics before the
-    window, and the window's r/s is known."""
+    above its start and has been quiet (or paused within ADAPT_FLOOR x tol) for DESCENT_QUIET
+    rounds of statistics before the window, and the window's r/s is known."""
     last = int(penalty_changes[-1, 0]) if len(penalty_changes) else 0
     return (
         _above_start(penalty_changes)
@@ -386,15 +390,18 @@ def network_decision(
     NaN or inf anywhere stops at once (max-based tests are false for NaN); a run-away iterate
     stops as 'diverged' (relative residuals would look small on it); then the tolerance; else
     the penalty, fixed after ``adapt_max`` changes: the descent of the tail once it has begun
-    (:func:`descent_factor`, with ``descend_c``), else, paused within ADAPT_FLOOR x tol,
-    residual balancing every ``adapt_every`` rounds, with no more than ``adapt_unseen``
-    changes in one direction that the statistics of ``done_round`` do not reflect yet; where
-    balancing leaves c, the descent may begin (:func:`may_descend`). A descent under way goes
-    on within ADAPT_FLOOR x tol: a large network crawls there (J = 1,000: 3,000 rounds from
-    a scaled residual of 1e-7 short of 1e-9, 865 in all with the descent going on). A change
-    made at the end of round t shows in the statistics of rounds > t, which arrive 2H rounds
-    late: on a long path the residuals of one regime would otherwise drive many changes (a
-    256-ring doubled c 25 times before the first doubling was seen; docs/algorithms.md)."""
+    (:func:`descent_factor`, with ``descend_c``), else, every ``adapt_every`` rounds, residual
+    balancing (paused within ADAPT_FLOOR x tol), with no more than ``adapt_unseen`` changes in
+    one direction that the statistics of ``done_round`` do not reflect yet; where balancing
+    leaves c (or has paused), the descent may begin (:func:`may_descend`). The descent begins
+    and goes on within ADAPT_FLOOR x tol, where a large network's tail crawls (the
+    1,000-machine random-regular job: balancing pauses from round 105, before the descent could
+    begin, and the tail at the c balancing left took 847 rounds; 487 with the descent), but
+    halves c only above DESCENT_FLOOR x tol: nearer, a halving costs more rounds than it saves
+    (10,000 machines: 427 -> 480 rounds). A change made at the end of round t shows in the
+    statistics of rounds > t, which arrive 2H rounds late: on a long path the residuals of one
+    regime would otherwise drive many changes (a 256-ring doubled c 25 times before the first
+    doubling was seen; docs/algorithms.md)."""
     if not all(map(math.isfinite, complete.tolist())):  # five floats: no array call
         return "non-finite", 1.0, BALANCING
     if complete[4] > config.max_coef_norm:
@@ -403,11 +410,16 @@ def network_decision(
         return "converged", 1.0, BALANCING
     if not config.adapt_c or len(penalty_changes) >= config.adapt_max:
         return None, 1.0, BALANCING
+    halving_pays = complete[1] > DESCENT_FLOOR * config.tol
     if config.descend_c:
         descent = descent_factor(done_round, penalty_changes, history)
         if descent is not None:
-            return None, descent, DESCENT
-    if done_round % config.adapt_every != 0 or complete[1] <= ADAPT_FLOOR * config.tol:
+            return None, descent if descent >= 1.0 or halving_pays else 1.0, DESCENT
+    if done_round % config.adapt_every != 0:
+        return None, 1.0, BALANCING
+    if complete[1] <= ADAPT_FLOOR * config.tol:  # balancing pauses; the descent may begin
+        if halving_pays and config.descend_c and may_descend(done_round, penalty_changes, history):
+            return None, 0.5, DESCENT
         return None, 1.0, BALANCING
     factor = balance_penalty(
         float(complete[2]), float(complete[3]), config.adapt_ratio, config.adapt_factor
