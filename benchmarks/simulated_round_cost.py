@@ -138,10 +138,10 @@ def pass_times(data: StackedShards, repeats: int) -> dict[str, float]:
     median of the three in turn as an iteration runs them."""
     n_mach, n_rows, dim = data.X.shape
     rng = np.random.default_rng(0)
-    inverses = rng.standard_normal((n_mach, dim, dim))
+    factors = rng.standard_normal((n_mach, dim, dim))
     step, weights = rng.standard_normal((n_mach, dim)), rng.standard_normal((n_mach, n_rows))
     products = {  # the simulator's own stacked products
-        "solve": lambda: stacked.matvecs(inverses, step),
+        "solve": lambda: stacked.matvecs(factors, step),
         "right": lambda: stacked.matvecs(data.X, step),
         "left": lambda: stacked.vecmats(weights, data.X),
     }
@@ -194,7 +194,7 @@ def measure(n_machines: int, rounds: int, repeats: int) -> dict[str, Any]:
     row["flop_ms_per_round"] = total / rounds / rate / 1e6
     row["ratio"] = row["cpu_ms_per_round"] / row["flop_ms_per_round"]
     row["stack_mb"] = data.X.nbytes / 1e6
-    row["inverses_mb"] = n_machines * dim * dim * data.X.itemsize / 1e6
+    row["factors_mb"] = n_machines * dim * dim * data.X.itemsize / 1e6
     for key in passes[0]:
         pick = min if key.endswith("_alone") else np.median
         row[f"pass_{key}_ms"] = float(pick([p[key] for p in passes])) * 1e3
@@ -234,7 +234,7 @@ def main() -> None:
             )
             print(
                 f"  memory floor: one pass over the stack ({row['stack_mb']:.0f} MB X~, "
-                f"{row['inverses_mb']:.0f} MB inverses) "
+                f"{row['factors_mb']:.0f} MB factors) "
                 f"{row['pass_right_alone_ms']:.2f} ms X~ s, {row['pass_left_alone_ms']:.2f} ms "
                 f"left, {row['pass_solve_alone_ms']:.2f} ms solve: the round's counted products "
                 f"at these = {row['floor_alone_ms_per_round']:.2f} ms; ratio "
