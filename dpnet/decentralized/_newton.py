@@ -124,7 +124,16 @@ def _curvature(code: int, param: float, m: float) -> float:
 
 
 @compiled
-def _evaluate(X, y, inv_n, code, param, margin, weights, grad):  # noqa: ANN001, ANN202
+def _evaluate(
+    X: np.ndarray,
+    y: np.ndarray,
+    inv_n: float,
+    code: int,
+    param: float,
+    margin: np.ndarray,
+    weights: np.ndarray,
+    grad: np.ndarray,
+) -> float:
     """f_j at ``margin`` (n_j,), its gradient X~^T (y l' / n) into ``grad``; ``weights``: work
     space (n_j,). The logistic losses' sum of log1p(e_i) is the logarithm of the product of the
     1 + e_i in [1, 2] over each PRODUCT_ROWS rows (one logarithm, not one per row: libm's
@@ -154,7 +163,7 @@ def _evaluate(X, y, inv_n, code, param, margin, weights, grad):  # noqa: ANN001,
 
 
 @compiled
-def _factor_shifted(gram, rho, factor):  # noqa: ANN001, ANN202
+def _factor_shifted(gram: np.ndarray, rho: float, factor: np.ndarray) -> None:
     """factor = the lower Cholesky factor of gram + rho I when that is finite and numerically
     positive definite, else NaN (and so is every solve on it)."""
     matrix = gram.copy()
@@ -170,7 +179,7 @@ def _factor_shifted(gram, rho, factor):  # noqa: ANN001, ANN202
 
 
 @compiled
-def _cholesky_solve(lower, rhs):  # noqa: ANN001, ANN202
+def _cholesky_solve(lower: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """(L L^T)^{-1} rhs for the lower Cholesky factor L: two triangular solves, 2 n^2 flops."""
     n = rhs.shape[0]
     out = np.empty(n)
@@ -188,7 +197,17 @@ def _cholesky_solve(lower, rhs):  # noqa: ANN001, ANN202
 
 
 @compiled
-def _form(X, y, inv_n, code, param, theta, rho, gram, factor):  # noqa: ANN001, ANN202
+def _form(
+    X: np.ndarray,
+    y: np.ndarray,
+    inv_n: float,
+    code: int,
+    param: float,
+    theta: np.ndarray,
+    rho: float,
+    gram: np.ndarray,
+    factor: np.ndarray,
+) -> None:
     """gram = X~^T D X~ at ``theta``'s own margins (the same floats wherever it is formed:
     restored from its anchor, it is bitwise the kept one) and the factor of gram + rho I."""
     margin = y * np.dot(X, theta)
@@ -202,7 +221,9 @@ def _form(X, y, inv_n, code, param, theta, rho, gram, factor):  # noqa: ANN001, 
 
 
 @compiled
-def woodbury(X, outer, s, rho, grad):  # noqa: ANN001, ANN201
+def woodbury(
+    X: np.ndarray, outer: np.ndarray, s: np.ndarray, rho: float, grad: np.ndarray
+) -> np.ndarray:
     """H^{-1} grad for H = X~^T S^2 X~ + rho I of a wide machine (``outer`` = X~ X~^T, ``s``
     = the diagonal of S, >= 0, possibly 0)."""
     n = X.shape[0]
@@ -220,7 +241,20 @@ def woodbury(X, outer, s, rho, grad):  # noqa: ANN001, ANN201
 
 
 @compiled
-def points_at(X, y, rows, inv_n, code, param, theta, margin, loss, loss_grad, fresh, counts):  # noqa: ANN001, ANN201, E501
+def points_at(
+    X: np.ndarray,
+    y: np.ndarray,
+    rows: np.ndarray,
+    inv_n: float,
+    code: int,
+    param: float,
+    theta: np.ndarray,
+    margin: np.ndarray,
+    loss: np.ndarray,
+    loss_grad: np.ndarray,
+    fresh: bool,
+    counts: np.ndarray,
+) -> None:
     """Every machine's point at ``theta``: its margins (computed where ``fresh``, else the given
     ones, a checkpoint's), f_j and grad f_j."""
     weights = np.empty(X.shape[1])
@@ -237,8 +271,20 @@ def points_at(X, y, rows, inv_n, code, param, theta, margin, loss, loss_grad, fr
 
 @compiled
 def restore(
-    X, y, rows, inv_n, code, param, anchors, gram, factor, anchor, anchor_rho, kept, counts
-):  # noqa: ANN001, ANN201, E501
+    X: np.ndarray,
+    y: np.ndarray,
+    rows: np.ndarray,
+    inv_n: float,
+    code: int,
+    param: float,
+    anchors: np.ndarray,
+    gram: np.ndarray,
+    factor: np.ndarray,
+    anchor: np.ndarray,
+    anchor_rho: np.ndarray,
+    kept: np.ndarray,
+    counts: np.ndarray,
+) -> None:
     """The kept matrices of ``anchors`` (k, dim + 1): (theta_a, rho_a) per machine, NaN rows
     where none is kept."""
     dim = X.shape[2]
@@ -255,31 +301,31 @@ def restore(
 
 
 @compiled
-def newton(  # noqa: ANN201, PLR0913, PLR0915
-    X,
-    y,
-    rows,
-    inv_n,
-    code,
-    param,  # noqa: ANN001 (the block's data)
-    center,
-    rho,
-    tol,
-    relative,
-    max_iter,  # noqa: ANN001 (the subproblems)
-    theta,
-    margin,
-    loss,
-    loss_grad,  # noqa: ANN001 (the points, updated)
-    gram,
-    factor,
-    anchor,
-    anchor_rho,
-    kept,
-    outer,  # noqa: ANN001 (the matrices, updated)
-    final_norm,
-    counts,  # noqa: ANN001 (out)
-):
+def newton(
+    X: np.ndarray,  # the block's data
+    y: np.ndarray,
+    rows: np.ndarray,
+    inv_n: float,
+    code: int,
+    param: float,
+    center: np.ndarray,  # the subproblems
+    rho: np.ndarray,
+    tol: np.ndarray,
+    relative: float,
+    max_iter: int,
+    theta: np.ndarray,  # the points, updated
+    margin: np.ndarray,
+    loss: np.ndarray,
+    loss_grad: np.ndarray,
+    gram: np.ndarray,  # the matrices, updated
+    factor: np.ndarray,
+    anchor: np.ndarray,
+    anchor_rho: np.ndarray,
+    kept: np.ndarray,
+    outer: np.ndarray,
+    final_norm: np.ndarray,  # out
+    counts: np.ndarray,
+) -> None:
     """Every machine's Newton solve (module docstring) from its point; ``final_norm[j]``: its
     subproblem gradient norm at the end."""
     n_max, dim = X.shape[1], X.shape[2]
