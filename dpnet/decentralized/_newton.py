@@ -66,6 +66,10 @@ loss evaluations over a machine's rows (each with its gradient, one product with
 X~ theta computed afresh (a point's, or a matrix's at its anchor: one product with X~ each)."""
 MATRICES, SHIFTS, STEPS, WOODBURY, TRIALS, EVALUATIONS, MARGINS = range(len(COUNTS))
 
+BlockData = tuple[np.ndarray, np.ndarray, np.ndarray, float, int, float]
+"""What every entry point takes first: X (k, n_max, dim), y (k, n_max), each machine's row
+count n_j, 1/n, and the loss's code and parameter."""
+
 
 @compiled
 def _positive_part(x: float) -> float:
@@ -242,12 +246,7 @@ def woodbury(
 
 @compiled
 def points_at(
-    X: np.ndarray,
-    y: np.ndarray,
-    rows: np.ndarray,
-    inv_n: float,
-    code: int,
-    param: float,
+    data: BlockData,
     theta: np.ndarray,
     margin: np.ndarray,
     loss: np.ndarray,
@@ -257,6 +256,7 @@ def points_at(
 ) -> None:
     """Every machine's point at ``theta``: its margins (computed where ``fresh``, else the given
     ones, a checkpoint's), f_j and grad f_j."""
+    X, y, rows, inv_n, code, param = data
     weights = np.empty(X.shape[1])
     for j in range(theta.shape[0]):
         n = rows[j]
@@ -271,12 +271,7 @@ def points_at(
 
 @compiled
 def restore(
-    X: np.ndarray,
-    y: np.ndarray,
-    rows: np.ndarray,
-    inv_n: float,
-    code: int,
-    param: float,
+    data: BlockData,
     anchors: np.ndarray,
     gram: np.ndarray,
     factor: np.ndarray,
@@ -287,6 +282,7 @@ def restore(
 ) -> None:
     """The kept matrices of ``anchors`` (k, dim + 1): (theta_a, rho_a) per machine, NaN rows
     where none is kept."""
+    X, y, rows, inv_n, code, param = data
     dim = X.shape[2]
     for j in range(anchors.shape[0]):
         rho = anchors[j, dim]
@@ -302,12 +298,7 @@ def restore(
 
 @compiled
 def newton(
-    X: np.ndarray,  # the block's data
-    y: np.ndarray,
-    rows: np.ndarray,
-    inv_n: float,
-    code: int,
-    param: float,
+    data: BlockData,
     center: np.ndarray,  # the subproblems
     rho: np.ndarray,
     tol: np.ndarray,
@@ -328,6 +319,7 @@ def newton(
 ) -> None:
     """Every machine's Newton solve (module docstring) from its point; ``final_norm[j]``: its
     subproblem gradient norm at the end."""
+    X, y, rows, inv_n, code, param = data
     n_max, dim = X.shape[1], X.shape[2]
     weights = np.empty(n_max)
     grad = np.empty(dim)

@@ -107,7 +107,7 @@ class NewtonThetaStep:
             rows_j = data.X[j, : self._rows[j]]
             self._outer[j, : rows_j.shape[0], : rows_j.shape[0]] = rows_j @ rows_j.T
         if anchors.size:
-            _newton.restore(*self._data_args(), anchors, *self._matrices()[:-1], self.counts)
+            _newton.restore(self._data_args(), anchors, *self._matrices()[:-1], self.counts)
         self.theta = np.array(theta, dtype=float)
         self.margin = np.zeros((n_mach, n_max))
         self.loss, self.loss_grad = np.empty(n_mach), np.empty((n_mach, dim))
@@ -116,7 +116,7 @@ class NewtonThetaStep:
             self.margin[...] = margins
         self._points_at(fresh)
 
-    def _data_args(self) -> tuple:
+    def _data_args(self) -> _newton.BlockData:
         data = self.data
         return data.X, data.y, self._rows, data.inv_n, self._code, self._param
 
@@ -125,7 +125,7 @@ class NewtonThetaStep:
 
     def _points_at(self, fresh: bool) -> None:
         self._kernel.points_at(
-            *self._data_args(),
+            self._data_args(),
             self.theta,
             self.margin,
             self.loss,
@@ -161,7 +161,7 @@ class NewtonThetaStep:
         n_mach = theta_prev.shape[0]
         final_norm = np.empty(n_mach)
         self._kernel.newton(
-            *self._data_args(),
+            self._data_args(),
             np.ascontiguousarray(center, dtype=float),
             np.ascontiguousarray(rho, dtype=float),
             np.full(n_mach, tol) if np.ndim(tol) == 0 else np.array(tol, dtype=float),
