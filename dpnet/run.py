@@ -22,7 +22,6 @@ import dpnet
 from dpnet.errors import (
     EXIT_MACHINE_FAILED,
     EXIT_TERMINATED,
-    Terminated,
     failure_line,
     interrupted_exit,
     signal_exception,
@@ -36,8 +35,26 @@ def _exit_now(signum: int, frame: FrameType | None) -> None:
     _stop(signal_exception(signum))
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise Terminated()
+def _raise_signal(signum: int, frame: FrameType | None) -> None:
+    """During the job: raise KeyboardInterrupt (SIGINT) or :class:`~dpnet.errors.Terminated`
+    (SIGTERM), which every backend turns into the same stop; inside an import (the job loads
+    dp_accounting and scipy's modules on first use) end at once, as during the imports: an
+    extension module's initialization turned the exception into ``ImportError: initialization
+    failed`` (pybind11), a machine failure (exit 1), and a fallback that catches ImportError
+    would swallow it (no file is being written then: :func:`dpnet.cli.plots.save_figure`
+    renders before it writes)."""
+    if _importing(frame):
+        _stop(signal_exception(signum))
+    raise signal_exception(signum)
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside an import (importlib's frames below it)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _stop(exc: KeyboardInterrupt) -> None:
@@ -114,10 +131,10 @@ class _ReaderMayLeave:
 def entry() -> None:
     """Run the main job as a program. While the imports load, SIGINT and SIGTERM end the
     process at once (one line); from then on SIGINT raises KeyboardInterrupt and SIGTERM
-    :class:`~dpnet.errors.Terminated`, which every backend turns into the same stop, and one
-    that reaches this function ends the process here; once the job has returned, signals are
-    ignored while the process tears down. A SIGINT the parent set to be ignored (``nohup``, a
-    shell's background job) stays ignored."""
+    :class:`~dpnet.errors.Terminated` (:func:`_raise_signal`), which every backend turns into
+    the same stop, and one that reaches this function ends the process here; once the job has
+    returned, signals are ignored while the process tears down. A SIGINT the parent set to be
+    ignored (``nohup``, a shell's background job) stays ignored."""
     if launched_by_open_mpi():
         _watch_launcher_teardown()
     sys.stdout = cast(TextIO, _ReaderMayLeave(sys.stdout))
@@ -135,8 +152,8 @@ def entry() -> None:
         # failed with an ImportError ("rank 0 failed") instead of the interrupt
         compile_newton_kernel()
         if not sigint_ignored:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, _terminate)
+            signal.signal(signal.SIGINT, _raise_signal)
+        signal.signal(signal.SIGTERM, _raise_signal)
         code = main(started_at=dpnet.IMPORTED_AT)  # the process's imports count
         # the job is over, its files written: a signal in the teardown (MPI_Finalize, atexit)
         # would kill the process by the signal (mpiexec then said "exit 2") for nothing lost

@@ -122,7 +122,7 @@ _INIT_RETURNS_SIGNALLED = """
 import os, signal, time
 from dpnet.errors import Terminated
 from dpnet.network import mpi_comm
-from dpnet.run import _terminate
+from dpnet.run import _raise_signal
 
 class Library:
     def __init__(self, path):
@@ -134,7 +134,7 @@ class Library:
         time.sleep(0.3)
         return 0
 
-signal.signal(signal.SIGTERM, _terminate)
+signal.signal(signal.SIGTERM, _raise_signal)
 mpi_comm.ctypes.CDLL = Library
 try:
     mpi_comm.start_within(60.0, rank=0)
@@ -151,3 +151,38 @@ def test_a_signal_raised_as_mpi_init_returns_leaves_the_rank_to_its_own_ending()
     assert (done.returncode, done.stdout) == (0, "the rank's own exit is still to come\n"), (
         done.stderr
     )
+
+
+# A module whose initialization, like a pybind11 extension's (scipy's, loaded on first use in
+# the job), turns an exception raised inside it into ImportError: a signal arriving there ends
+# the job at once, as during the imports, not as a machine failure.
+_SIGNAL_DURING_AN_IMPORT = """
+import signal, sys, time
+from dpnet.run import _raise_signal
+
+sys.path.insert(0, sys.argv[1])
+signal.signal(signal.SIGINT, _raise_signal)
+import wraps_errors
+print("the job went on")
+"""
+
+_WRAPS_ERRORS = """
+import signal
+try:
+    signal.raise_signal(signal.SIGINT)
+    done = sum(range(100_000))
+except BaseException as exc:
+    raise ImportError("initialization failed") from exc
+"""
+
+
+def test_a_signal_during_an_import_ends_the_job_at_once(tmp_path) -> None:  # noqa: ANN001
+    (tmp_path / "wraps_errors.py").write_text(_WRAPS_ERRORS)
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_DURING_AN_IMPORT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    said = (done.returncode, done.stdout, done.stderr.strip())
+    assert said == (130, "", EXPECTED[signal.SIGINT][1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -11,18 +12,22 @@ from dpnet.cli.report import write_atomic
 
 
 def save_figure(fig: Any, path: str | Path) -> None:
-    """Write ``fig`` atomically (:func:`dpnet.cli.report.write_atomic`: a full disk or an interrupt
-    leaves the previous plot, not a truncated one) in the format its suffix names, then close
-    it."""
+    """Render ``fig`` in the format its suffix names, close it, then write the bytes atomically
+    (:func:`dpnet.cli.report.write_atomic`: a full disk or an interrupt leaves the previous
+    plot, not a truncated one). Rendered first: matplotlib imports while it renders, and a
+    signal inside an import ends the job at once (:func:`dpnet.run._raise_signal`), which
+    would leave the temporary file behind."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fmt = path.suffix.lstrip(".").lower() or None
+    rendered = io.BytesIO()
     try:
-        write_atomic(path, lambda handle: fig.savefig(handle, format=fmt, dpi=110))
+        fig.savefig(rendered, format=fmt, dpi=110)
     finally:
         plt.close(fig)
+    write_atomic(path, lambda handle: handle.write(rendered.getbuffer()))
 
 
 def plot_convergence(report: dict[str, Any], path: str | Path) -> None:
