@@ -467,3 +467,26 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         """The class of ``classes_`` on the side of the decision function (>= 0: positive)."""
         check_is_fitted(self)
         return self.classes_[(self.decision_function(X) >= 0).astype(int)]
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean accuracy of :meth:`predict` on ``X`` against ``y`` as given (scikit-learn's).
+
+        After a private fit (finite ``epsilon``) it warns
+        :class:`~dpnet.privacy.PrivacyLeakWarning`: the accuracy is a function of the raw
+        labels ``y`` (and under record privacy of the raw rows ``X``), released without
+        noise, so if these rows are private (a cross-validation fold, GridSearchCV's default
+        scoring) neither it nor what is chosen by it is covered. Score private rows with
+        :class:`dpnet.metrics.PrivateAccuracyScorer`; on rows you know to be public,
+        filter the warning. The warning depends on the parameters only, never on the data."""
+        check_is_fitted(self)
+        if self.privacy_["epsilon"] is not None:  # a private fit (None: epsilon = inf)
+            read = "rows X and labels y" if "row_bound" in self.privacy_ else "labels y"
+            warnings.warn(
+                f"score compares the predictions with the {read} as given: if these are "
+                "private rows (a cross-validation fold, a split of the training data) the "
+                "score is not covered by the guarantee; use "
+                "dpnet.metrics.PrivateAccuracyScorer(epsilon) to score them privately",
+                PrivacyLeakWarning,
+                stacklevel=2,
+            )
+        return float(super().score(X, y, sample_weight=sample_weight))
