@@ -490,3 +490,12 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                 stacklevel=2,
             )
         return float(super().score(X, y, sample_weight=sample_weight))
+
+    def _private_inputs(self) -> frozenset[str]:
+        """What the guarantee of a fit with these parameters protects, from the parameters
+        alone: {"y"} (label privacy), {"X", "y"} (record privacy), or nothing (epsilon =
+        inf). Read by :func:`dpnet.pipeline.check_pipeline`."""
+        mode = self._privacy_mode()
+        if not mode.private:
+            return frozenset()
+        return frozenset({"y"}) if mode.features_public else frozenset({"X", "y"})

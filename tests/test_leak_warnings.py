@@ -13,12 +13,27 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from scipy import stats
+from sklearn.feature_selection import SelectKBest
 from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import (
+    FunctionTransformer,
+    Normalizer,
+    PolynomialFeatures,
+    StandardScaler,
+    TargetEncoder,
+)
 
 from devtools.audit import extreme_rows, max_sensitivity, replace_one_pairs
 from dpnet.errors import PrivacyError
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 from dpnet.metrics import MAX_SCORE_EPSILON, PrivateAccuracyScorer
+from dpnet.pipeline import (
+    PrivatePipeline,
+    check_pipeline,
+    leaking_steps,
+    make_private_pipeline,
+)
 from dpnet.privacy import BudgetAccountant, BudgetExceeded, PrivacyLeakWarning, default_accountant
 from dpnet.privacy.discrete import laplace_grid
 
@@ -185,3 +200,68 @@ def test_the_count_changes_by_at_most_one_between_adversarial_neighbours():
 
     worst = max_sensitivity(count, replace_one_pairs(X, y, candidates, indices=[0, 5]), norm=1)
     assert worst == 1.0
+
+
+# --- pipelines --------------------------------------------------------------------------------
+
+
+def test_record_privacy_warns_for_a_fitted_scaler_in_front():
+    X, y = _data()
+    model = DecentralizedGroupLassoLogistic(random_state=0, **FAST, **RECORD)
+    pipe = make_private_pipeline(StandardScaler(), model)
+    assert isinstance(pipe, PrivatePipeline)
+    with pytest.warns(PrivacyLeakWarning, match="'standardscaler': StandardScaler's fit reads"):
+        pipe.fit(X, y)
+    assert pipe.predict(X).shape == y.shape  # and fits as a Pipeline does
+
+
+def test_label_privacy_takes_a_scaler_the_features_are_public():
+    X, y = _data()
+    model = DecentralizedGroupLassoLogistic(random_state=0, **FAST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        make_private_pipeline(StandardScaler(), PolynomialFeatures(2), model).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "step,label,record",
+    [
+        (StandardScaler(), False, True),
+        (Normalizer(), False, False),  # no fit: row by row
+        (FunctionTransformer(np.tanh), False, False),
+        (PolynomialFeatures(2), False, False),  # its fit reads the width only
+        (TargetEncoder(), True, True),  # reads y
+        (SelectKBest(k=2), True, True),  # reads y; its tags do not say so
+        (make_pipeline(StandardScaler()), True, True),  # nested: dpnet cannot tell
+        ("passthrough", False, False),
+    ],
+)
+def test_which_steps_leak_under_each_mode(step, label, record):
+    for params, leaks in (({}, label), (RECORD, record), ({"epsilon": math.inf}, False)):
+        model = DecentralizedGroupLassoLogistic(**FAST, **params)
+        pipe = PrivatePipeline([("step", step), ("model", model)])
+        assert bool(leaking_steps(pipe)) is leaks, params
+
+
+def test_the_check_reads_no_data_and_follows_set_params():
+    """check_pipeline works on a plain Pipeline, before any fit (structure only), and a
+    PrivatePipeline checks again at every fit, so a grid over its steps is checked per fit."""
+    model = DecentralizedGroupLassoLogistic(**FAST, **RECORD)
+    plain = make_pipeline(StandardScaler(), model)
+    with pytest.warns(PrivacyLeakWarning):
+        assert [name for name, _ in check_pipeline(plain)] == ["standardscaler"]
+    X, y = _data()
+    pipe = make_private_pipeline(StandardScaler(), model)
+    pipe.set_params(standardscaler="passthrough")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        pipe.fit(X, y)
+    with pytest.warns(PrivacyLeakWarning, match="reads the private rows"):
+        GridSearchCV(
+            pipe,
+            {"standardscaler": ["passthrough", StandardScaler()]},
+            cv=2,
+            scoring=PrivateAccuracyScorer(1.0),
+        ).fit(X, y)
+    with pytest.raises(TypeError, match="Pipeline"):
+        leaking_steps(model)  # type: ignore[arg-type]
