@@ -153,6 +153,12 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     mode (finite ``epsilon``) that warns :class:`~dpnet.privacy.PrivacyLeakWarning` and
     ``privacy_`` says the guarantee does not cover which values occur.
 
+    ``score`` is scikit-learn's accuracy on the labels as given; after a private fit it warns
+    :class:`~dpnet.privacy.PrivacyLeakWarning` (held-out private labels are read without
+    noise): :class:`dpnet.metrics.PrivateAccuracyScorer` scores privately, and
+    :mod:`dpnet.pipeline` checks the transformers of a Pipeline in front (docs/privacy.md,
+    "Scoring and tuning the estimator privately").
+
     The data domain is the loaders': finite features of magnitude < ``MAX_ABS_FEATURE``
     (1e100, :func:`dpnet.data.dataset.check_magnitude`); ``fit`` refuses others (ValueError,
     one line, nothing charged), and so do ``decision_function`` and the predictions (there X

@@ -126,14 +126,15 @@ def leaking_steps(pipeline: Pipeline) -> list[tuple[str, str]]:
 
 def check_pipeline(pipeline: Pipeline, *, stacklevel: int = 2) -> list[tuple[str, str]]:
     """Warn :class:`~dpnet.privacy.PrivacyLeakWarning` once for each of
-    :func:`leaking_steps`, and return them. A plain ``sklearn.pipeline.Pipeline`` never calls
+    :func:`leaking_steps`, and return them (``stacklevel``: as :func:`warnings.warn`'s,
+    2 names the caller). A plain ``sklearn.pipeline.Pipeline`` never calls
     it: call it on yours, or use :class:`PrivatePipeline`."""
     leaks = leaking_steps(pipeline)
     for name, reason in leaks:
         warnings.warn(
             f"pipeline step {name!r}: {reason}",
             PrivacyLeakWarning,
-            stacklevel=stacklevel + 1,
+            stacklevel=stacklevel,
         )
     return leaks
 
@@ -144,7 +145,7 @@ class PrivatePipeline(Pipeline):
     ``Pipeline`` does."""
 
     def fit(self, X: Any, y: Any = None, **params: Any) -> PrivatePipeline:
-        check_pipeline(self, stacklevel=2)
+        check_pipeline(self, stacklevel=3)  # the caller of fit
         super().fit(X, y, **params)
         return self
 

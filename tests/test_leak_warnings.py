@@ -210,8 +210,11 @@ def test_record_privacy_warns_for_a_fitted_scaler_in_front():
     model = DecentralizedGroupLassoLogistic(random_state=0, **FAST, **RECORD)
     pipe = make_private_pipeline(StandardScaler(), model)
     assert isinstance(pipe, PrivatePipeline)
-    with pytest.warns(PrivacyLeakWarning, match="'standardscaler': StandardScaler's fit reads"):
+    with pytest.warns(
+        PrivacyLeakWarning, match="'standardscaler': StandardScaler's fit reads"
+    ) as record:
         pipe.fit(X, y)
+    assert record[0].filename == __file__  # points at the caller of fit
     assert pipe.predict(X).shape == y.shape  # and fits as a Pipeline does
 
 
@@ -248,8 +251,9 @@ def test_the_check_reads_no_data_and_follows_set_params():
     PrivatePipeline checks again at every fit, so a grid over its steps is checked per fit."""
     model = DecentralizedGroupLassoLogistic(**FAST, **RECORD)
     plain = make_pipeline(StandardScaler(), model)
-    with pytest.warns(PrivacyLeakWarning):
+    with pytest.warns(PrivacyLeakWarning) as record:
         assert [name for name, _ in check_pipeline(plain)] == ["standardscaler"]
+    assert record[0].filename == __file__
     X, y = _data()
     pipe = make_private_pipeline(StandardScaler(), model)
     pipe.set_params(standardscaler="passthrough")
