@@ -24,14 +24,7 @@ from dpnet.checks import positive
 from dpnet.data.labels import equal_labels
 from dpnet.errors import PrivacyError
 from dpnet.privacy.budget import BudgetAccountant, charge
-from dpnet.privacy.discrete import MIN_LAPLACE_SCALE, laplace_grid
-
-_GRID = laplace_grid(1.0, 1)  # the count's grid step (sensitivity 1, one coordinate): 2^-10
-MAX_SCORE_EPSILON = (1.0 + _GRID) / (_GRID * MIN_LAPLACE_SCALE)
-"""The largest epsilon of a noisy count (1025 * 52 ln 2 = 36944.7): beyond it the discrete
-Laplace scale is below :data:`~dpnet.privacy.discrete.MIN_LAPLACE_SCALE` and numpy's sampler
-never draws a non-zero value, so the count would be released exactly (the command line's
-:data:`dpnet.cli.evaluation.MAX_COUNT_EPSILON` is the same bound, to three digits)."""
+from dpnet.privacy.discrete import COUNT_GRID, MAX_COUNT_EPSILON
 
 
 def _paired(predictions: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -56,8 +49,8 @@ class PrivateAccuracyScorer:
 
         k~ = k + L,  k = #{i : predict(X)_i == y_i},  L ~ discrete Laplace, scale 1/epsilon
 
-    (:func:`~dpnet.privacy.mechanisms.laplace_mechanism` at L1 sensitivity 1: noise of
-    standard deviation about sqrt(2)/epsilon on the count) and returns k~ / n, unclipped
+    (:func:`~dpnet.privacy.mechanisms.noisy_count`: the Laplace mechanism at L1 sensitivity
+    1, noise of standard deviation about sqrt(2)/epsilon on the count) and returns k~ / n, unclipped
     (unbiased; it can leave [0, 1]). n = len(y) is public (replace-one keeps it).
 
     Sensitivity 1: the model is fixed (released by its own fit, on other rows), and
@@ -82,9 +75,9 @@ class PrivateAccuracyScorer:
         random_state: int | None = None,
     ) -> None:
         self.epsilon = positive("epsilon", epsilon)
-        if not self.epsilon <= MAX_SCORE_EPSILON:
+        if not self.epsilon <= MAX_COUNT_EPSILON:
             raise PrivacyError(
-                f"epsilon must be at most {MAX_SCORE_EPSILON:.6g}: beyond it the count's "
+                f"epsilon must be at most {MAX_COUNT_EPSILON:g}: beyond it the count's "
                 f"noise is identically zero, got {epsilon}"
             )
         self.accountant = accountant
@@ -115,7 +108,7 @@ class PrivateAccuracyScorer:
         return np.random.default_rng(np.random.SeedSequence(self.random_state, spawn_key=(call,)))
 
     def __call__(self, estimator: Any, X: Any, y: Any, sample_weight: Any = None) -> float:
-        from dpnet.privacy.mechanisms import laplace_mechanism  # dp-accounting: on first use
+        from dpnet.privacy.mechanisms import noisy_count  # dp-accounting: on first use
 
         if sample_weight is not None:
             raise PrivacyError(
@@ -126,13 +119,10 @@ class PrivateAccuracyScorer:
         n = len(y)
         # the budget before the labels are compared (a refusal reads none of them)
         charge(self.accountant, self.epsilon, 0.0, label=type(self).__name__)
-        released, _ = laplace_mechanism(
-            float(self.correct_count(predictions, y)),
-            l1_sensitivity=1.0,
-            epsilon=self.epsilon,
-            rng=self._stream(),
+        released, _ = noisy_count(
+            self.correct_count(predictions, y), epsilon=self.epsilon, rng=self._stream()
         )
-        return float(released) / n
+        return released / n
 
     @staticmethod
     def correct_count(predictions: Any, y: Any) -> int:
@@ -146,6 +136,6 @@ class PrivateAccuracyScorer:
         """The standard deviation of the returned accuracy's noise, about sqrt(2)/(epsilon n)
         (the discrete Laplace's, scale (1 + 2^-10)/epsilon on the count, at most 1 + 2^-10
         over the continuous one's)."""
-        scale = (1.0 + _GRID) / (epsilon * _GRID)  # grid steps
+        scale = (1.0 + COUNT_GRID) / (epsilon * COUNT_GRID)  # grid steps
         a = math.exp(-1.0 / scale)
-        return math.sqrt(2.0 * a) / (1.0 - a) * _GRID / n
+        return math.sqrt(2.0 * a) / (1.0 - a) * COUNT_GRID / n

@@ -27,7 +27,7 @@ from sklearn.preprocessing import (
 from devtools.audit import extreme_rows, max_sensitivity, replace_one_pairs
 from dpnet.errors import PrivacyError
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.metrics import MAX_SCORE_EPSILON, PrivateAccuracyScorer
+from dpnet.metrics import PrivateAccuracyScorer
 from dpnet.pipeline import (
     PrivatePipeline,
     check_pipeline,
@@ -35,7 +35,7 @@ from dpnet.pipeline import (
     make_private_pipeline,
 )
 from dpnet.privacy import BudgetAccountant, BudgetExceeded, PrivacyLeakWarning, default_accountant
-from dpnet.privacy.discrete import laplace_grid
+from dpnet.privacy.discrete import MAX_COUNT_EPSILON, laplace_grid
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 FAST = {"backend": "simulated", "max_rounds": 5, "n_machines": 2, "classes": (0, 1)}
@@ -142,10 +142,10 @@ def test_the_scorer_is_refused_by_the_cap_before_it_compares_labels():
 
 def test_the_scorer_refuses_what_would_break_its_guarantee():
     X, y = _data()
-    for bad in (0.0, -1.0, math.inf, math.nan, MAX_SCORE_EPSILON * 1.001):
+    for bad in (0.0, -1.0, math.inf, math.nan, MAX_COUNT_EPSILON * 1.001):
         with pytest.raises(PrivacyError, match="epsilon"):
             PrivateAccuracyScorer(bad)
-    PrivateAccuracyScorer(MAX_SCORE_EPSILON)
+    PrivateAccuracyScorer(MAX_COUNT_EPSILON)
     with pytest.raises(PrivacyError, match="random_state"):
         PrivateAccuracyScorer(1.0, random_state=np.random.default_rng(0))  # type: ignore[arg-type]
     with pytest.raises(PrivacyError, match="sample_weight"):

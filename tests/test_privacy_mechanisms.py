@@ -429,15 +429,13 @@ def test_the_record_count_budget_keeps_the_laplace_noise_alive() -> None:
     main job's held-out count (sensitivity 1) at MAX_COUNT_EPSILON is on the noisy side, a
     little past 1025 * 52 ln 2 it is not (issue 45, item 8: --epsilon 1e300 released the count
     without noise)."""
-    from dpnet.cli.evaluation import MAX_COUNT_EPSILON
-
     assert -math.expm1(-1.0 / discrete.MIN_LAPLACE_SCALE) < 1.0 - 2.0**-53  # G = 2 possible
 
     def count_scale(eps: float) -> float:  # laplace_mechanism's t at sensitivity 1, d = 1
         g = discrete.laplace_grid(1.0, 1)
         return (1.0 + g) / (eps * g)
 
-    assert count_scale(MAX_COUNT_EPSILON) >= discrete.MIN_LAPLACE_SCALE
+    assert count_scale(discrete.MAX_COUNT_EPSILON) >= discrete.MIN_LAPLACE_SCALE
     assert count_scale(1025 * 52 * math.log(2) * 1.001) < discrete.MIN_LAPLACE_SCALE
     big = rng(3).geometric(-math.expm1(-1.0 / count_scale(1e300)), size=10_000)
     assert (big == 1).all()  # what the count got at 1e300: no noise at all

@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NoReturn
 
 from dpnet import __version__
-from dpnet.cli.evaluation import MAX_COUNT_EPSILON
 from dpnet.data.labels import LabelDomain
 from dpnet.data.loaders import WIDTH_LIMIT
 from dpnet.decentralized.admm import (
@@ -26,6 +25,7 @@ from dpnet.errors import ConfigError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.penalties.group import GROUP_WEIGHTS
+from dpnet.privacy.discrete import MAX_COUNT_EPSILON
 from dpnet.privacy.modes import (
     CLI,
     DEFAULT_DELTA,

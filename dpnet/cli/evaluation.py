@@ -29,12 +29,6 @@ from typing import Any
 
 import numpy as np
 
-MAX_COUNT_EPSILON = 36_900.0
-"""The largest budget of the noisy agreement count (to three digits): its discrete Laplace scale
-is (1 + 2^-10) / (epsilon 2^-10) grid steps (:func:`~dpnet.privacy.mechanisms.laplace_mechanism`
-at sensitivity 1), at least :data:`~dpnet.privacy.discrete.MIN_LAPLACE_SCALE` = 1 / (52 ln 2)
-up to epsilon = 1025 * 52 ln 2 = 36944.7; beyond, the count would be released without noise."""
-
 PUBLIC = "public test file"
 RANDOMIZED = "randomized held-out labels"
 AS_GIVEN = "held-out labels as given (not private)"
@@ -75,12 +69,11 @@ def accuracy_estimate(
     )
     event, noise_var = None, 0.0
     if evaluation.source == NOISY_COUNT:
-        from dpnet.privacy.mechanisms import laplace_mechanism  # rank 0 only
+        from dpnet.privacy.mechanisms import noisy_count  # rank 0 only
 
         assert evaluation.count_epsilon is not None and rng is not None
         eps = evaluation.count_epsilon
-        released, event = laplace_mechanism(agree_count, l1_sensitivity=1.0, epsilon=eps, rng=rng)
-        agree_count = float(released)
+        agree_count, event = noisy_count(int(agree_count), epsilon=eps, rng=rng)
         noise_var = 2.0 / (eps * n) ** 2
     agree = agree_count / n
     p = evaluation.keep_prob if evaluation.source != PUBLIC else 1.0

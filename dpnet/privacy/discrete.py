@@ -51,6 +51,14 @@ def laplace_grid(l1_sensitivity: float, dim: int) -> float:
     return float(2.0 ** math.floor(math.log2(l1_sensitivity * GRID_FRACTION / dim)))
 
 
+COUNT_GRID = laplace_grid(1.0, 1)  # a count's grid step (sensitivity 1, one coordinate): 2^-10
+MAX_COUNT_EPSILON = 36_900.0
+"""The largest epsilon of a noisy count (:func:`~dpnet.privacy.mechanisms.noisy_count`), to
+three digits: its discrete Laplace scale (1 + 2^-10) / (epsilon 2^-10) grid steps is at least
+:data:`MIN_LAPLACE_SCALE` up to epsilon = 1025 * 52 ln 2 = 36944.7 (the exact quotient rounds
+to just below it); beyond, the count would go without noise."""
+
+
 def discrete_laplace(
     scale: float, size: int | tuple[int, ...], rng: np.random.Generator
 ) -> np.ndarray:

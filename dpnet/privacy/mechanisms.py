@@ -17,6 +17,7 @@ from dpnet.errors import PrivacyError
 from dpnet.privacy.binary_rr import epsilon_from_keep_prob, flip_labels
 from dpnet.privacy.discrete import (
     _EXACT_INT,
+    MAX_COUNT_EPSILON,
     MAX_SCALE,
     discrete_laplace,
     gaussian_release,
@@ -46,8 +47,7 @@ def laplace_mechanism(
 
     Below t = :data:`~dpnet.privacy.discrete.MIN_LAPLACE_SCALE` (epsilon > 36 Delta'/g)
     numpy's sampler never draws a non-zero value: the output is k g, without noise. Callers
-    that state epsilon to a user keep epsilon below that (the main job's held-out count:
-    :data:`dpnet.cli.evaluation.MAX_COUNT_EPSILON`).
+    that state epsilon to a user keep epsilon below that (a count: :func:`noisy_count`).
 
     Rounding moves each coordinate by at most g/2 and the clip is 1-Lipschitz, so neighbours'
     k differ by at most Delta'/g in L1 and the pmf ratio is <= exp(||k - k'||_1 / t) <=
@@ -76,6 +76,23 @@ def laplace_mechanism(
     out = (k + discrete_laplace(scale, arr.shape, rng)) * g
     event = PureDpEvent(epsilon=eps, mechanism="discrete_laplace", dim=dim)
     return _like_input(value, out), event
+
+
+def noisy_count(
+    count: int, *, epsilon: float, rng: np.random.Generator
+) -> tuple[float, PureDpEvent]:
+    """A count of records released epsilon-DP: :func:`laplace_mechanism` at L1 sensitivity 1
+    (replacing one record changes a count of records meeting a condition by at most 1), noise
+    of standard deviation about sqrt(2)/epsilon. PrivacyError above
+    :data:`~dpnet.privacy.discrete.MAX_COUNT_EPSILON`, where the noise would be identically
+    zero. Used by the command line's held-out accuracy and :mod:`dpnet.metrics`' scorer."""
+    if not epsilon <= MAX_COUNT_EPSILON:
+        raise PrivacyError(
+            f"epsilon must be at most {MAX_COUNT_EPSILON:g} for a noisy count: beyond it the "
+            f"noise is identically zero, got {epsilon}"
+        )
+    released, event = laplace_mechanism(float(count), l1_sensitivity=1.0, epsilon=epsilon, rng=rng)
+    return float(released), event
 
 
 def gaussian_mechanism(
