@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy.ledger import canonical_relation
+from dpnet.privacy.relations import canonical_relation
 
 SLACK = 1e-12  # relative: a cap met exactly by sums of rounded epsilons is not exceeded
 
