@@ -99,15 +99,17 @@ def _parse_line(path: str, number: int, raw: bytes) -> dict[str, Any]:
         check = record.pop("check")
         if check != _check(record):
             raise ValueError("its check does not match")
-    except (ValueError, KeyError, UnicodeDecodeError) as exc:
+    except KeyError as exc:
+        raise BudgetFileError(_damaged(path, number, f"no field {exc.args[0]!r}")) from None
+    except (ValueError, UnicodeDecodeError) as exc:
         raise BudgetFileError(_damaged(path, number, str(exc))) from None
     return record
 
 
 def _damaged(path: str, number: int, why: str) -> str:
-    what = "is not a dpnet budget file" if number == 1 else f"line {number} is damaged"
+    what = " is not a dpnet budget file" if number == 1 else f": line {number} is damaged"
     return (
-        f"budget file {path}: {what} ({why}); it is never reset or repaired: move it away "
+        f"budget file {path}{what} ({why}); it is never reset or repaired: move it away "
         "only if you know what it spent"
     )
 
@@ -144,7 +146,9 @@ def parse_budget(path: str, content: bytes) -> tuple[BudgetState | None, int]:
             cost = (_float(record["epsilon"]), _float(record["delta"]))
             if not (cost[0] >= 0 and cost[1] >= 0):
                 raise ValueError("a negative charge")
-        except (KeyError, ValueError) as exc:
+        except KeyError as exc:
+            raise BudgetFileError(_damaged(path, number, f"no field {exc.args[0]!r}")) from None
+        except ValueError as exc:
             raise BudgetFileError(_damaged(path, number, str(exc))) from None
         costs.append(cost)
     return BudgetState(cap, composed(*costs), len(costs), end < len(content)), end
