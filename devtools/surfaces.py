@@ -79,6 +79,14 @@ SURFACES: tuple[Surface, ...] = (
         "fingerprints (dpnet.cli.checkpoint)",
     ),
     Surface(
+        "budget files",
+        "file",
+        "budget_file",
+        True,
+        "each machine's budget file ({rank}): its cap and one line per job, the job's "
+        "(epsilon, delta) and public description (dpnet.privacy.budget_file)",
+    ),
+    Surface(
         "oracle",
         "file",
         "oracle_output",

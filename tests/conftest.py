@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.disks import mounted_tmpfs
 from tests.figures import LINES
 from tests.launch import run_job
 
@@ -35,6 +37,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("figures")
         for line in LINES:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs mounted for this test, unmounted after it (root only: skipped else)."""
+    yield from mounted_tmpfs(tmp_path)
 
 
 @pytest.fixture

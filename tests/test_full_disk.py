@@ -1,14 +1,14 @@
 """A full disk while writing: one line, the documented code, and every earlier output intact
-(writes are atomic: a temporary file, then a rename). Uses a real, small tmpfs (root only)."""
+(writes are atomic: a temporary file, then a rename). Uses a real, small tmpfs (root only: the
+``small_disk`` fixture of conftest.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.disks import fill_disk
 from tests.launch import run_job
 
 pytestmark = pytest.mark.slow  # end-to-end: whole runs as subprocesses onto a mounted tmpfs
@@ -16,39 +16,12 @@ pytestmark = pytest.mark.slow  # end-to-end: whole runs as subprocesses onto a m
 RUN = ["--n-samples", "300", "--n-test", "100", "--max-rounds", "30", "--quiet"]
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path):  # noqa: ANN201
-    """A 256 KiB tmpfs mounted for this test (unmounted after it)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def _fill(disk: Path) -> None:
-    with (disk / "filler").open("wb", buffering=0) as handle:
-        try:
-            while True:
-                handle.write(b"\0" * 4096)
-        except OSError:
-            pass
-
-
 def test_results_on_a_full_disk(small_disk: Path, tmp_path: Path) -> None:
     out, plot = small_disk / "r.json", small_disk / "p.png"
     first = run_job([*RUN, "--output", str(out), "--plot", str(plot)])
     assert first.returncode == 0, first.stderr
     before = out.read_bytes(), plot.read_bytes()
-    _fill(small_disk)
+    fill_disk(small_disk)
     again = run_job([*RUN, "--seed", "3", "--output", str(out), "--plot", str(plot)])
     lines = [ln for ln in again.stderr.splitlines() if not ln.startswith("dpnet: warning")]
     assert again.returncode == 1 and len(lines) == 1, again.stderr
@@ -63,7 +36,7 @@ def test_a_plot_on_a_full_disk_keeps_the_previous_plot(small_disk: Path, tmp_pat
     first = run_job([*RUN, "--plot", str(plot)])
     assert first.returncode == 0, first.stderr
     before = plot.read_bytes()
-    _fill(small_disk)
+    fill_disk(small_disk)
     out = tmp_path / "r.json"
     again = run_job([*RUN, "--seed", "3", "--output", str(out), "--plot", str(plot)])
     assert again.returncode == 4, again.stderr

@@ -41,7 +41,7 @@ KEEP = math.exp(EPSILON) / (1 + math.exp(EPSILON))
 KEYS = (1, 2)
 COMMON = ["--seed", str(SEED), "--epsilon", str(EPSILON), "--machines", str(J)]
 OUTPUTS = ["--output", "r.json", "--plot", "conv.png", "--oracle-output", "oracle.json"]
-OUTPUTS += ["--progress-every", "10"]
+OUTPUTS += ["--progress-every", "10", "--budget-file", "budget-{rank}.json", "--budget-cap", "inf"]
 
 SINGLE_FILE = [*COMMON, *OUTPUTS, "--data", "d.npz", "--test-fraction", str(TEST_FRACTION)]
 CHECKPOINTED = [*SINGLE_FILE, "--tol", "1e-14", "--max-rounds", "30"]
@@ -135,6 +135,20 @@ def _file(option: str) -> Callable[[Finished], object]:
     return collect
 
 
+def _per_machine(option: str) -> Callable[[Finished], object]:
+    """Every machine's file of a {rank} option, by machine."""
+
+    def collect(run: Finished) -> object:
+        return [(run.workdir / name).read_bytes() for name in _expand(getattr(run.config, option))]
+
+    return collect
+
+
+def _expand(path: str) -> list[str]:
+    """A path option's files: one per machine with {rank} in it."""
+    return [path.replace("{rank}", str(j)) for j in range(J)] if "{rank}" in path else [path]
+
+
 COLLECTORS: dict[str, Callable[[Finished], object]] = {
     "stdout": lambda run: run.done.stdout,
     "stderr": lambda run: run.done.stderr,
@@ -145,6 +159,7 @@ COLLECTORS: dict[str, Callable[[Finished], object]] = {
     "plot": _file("plot"),
     "cv plot": _file("cv_plot"),
     "checkpoints": _file("checkpoint"),
+    "budget files": _per_machine("budget_file"),
 }
 """How to read each released surface of a finished run (one per surface of SURFACES)."""
 
@@ -163,7 +178,9 @@ def _files_outside_the_inventory(workdir: Path, runs: list[list[str]]) -> set[st
     claimed = {"d.npz", *(f"part-{j}.npz" for j in range(J))}
     for args in runs:
         config = parse_config(args)
-        claimed |= {getattr(config, s.option) for s in active_surfaces(config) if s.option}
+        for surface in active_surfaces(config):
+            if surface.option:
+                claimed |= set(_expand(getattr(config, surface.option)))
     present = {p.name for p in workdir.iterdir() if not p.name.startswith("messages-")}
     return present - claimed
 
@@ -220,6 +237,7 @@ RECORD = ["--privacy", "record", "--epsilon", "1", "--row-bound", "3", "--machin
 RECORD += ["--keep-prob", str(KEEP), "--data", "part-{rank}.npz", "--test-data", "test.npz"]
 RECORD += ["--output", "r.json", "--plot", "conv.png", "--oracle-output", "oracle.json"]
 RECORD += ["--progress-every", "10", "--max-rounds", "30"]
+RECORD += ["--budget-file", "budget-{rank}.json", "--budget-cap", "inf"]
 
 
 def _write_record_inputs(workdir: Path, key: int) -> np.ndarray:

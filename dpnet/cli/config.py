@@ -21,10 +21,11 @@ from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.machine import LOSSES
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
 from dpnet.decentralized.record import RECORD_RELAXATION
-from dpnet.errors import ConfigError
+from dpnet.errors import ConfigError, PrivacyError
 from dpnet.network.comm import DEFAULT_PEER_TIMEOUT
 from dpnet.network.topology import DEFAULT_MACHINES, DEFAULT_TOPOLOGY, TOPOLOGY_NAMES
 from dpnet.penalties.group import GROUP_WEIGHTS
+from dpnet.privacy.budget import check_cap
 from dpnet.privacy.discrete import MAX_COUNT_EPSILON
 from dpnet.privacy.modes import (
     CLI,
@@ -147,6 +148,24 @@ class RunConfig:
         "--privacy record the labels get randomized response too (default: not)",
         PRIV,
         type=float,
+    )
+    budget_file: str | None = _opt(
+        None,
+        "this machine's privacy budget across jobs: before anything is read the file is "
+        "charged what the job spends on the machine's data (never refunded), or the job is "
+        "refused (exit 2) if that would pass the file's cap; {rank} in the path: one file per "
+        "machine (needed for more than one machine; docs/cli.md)",
+        PRIV,
+        metavar="FILE",
+    )
+    budget_cap: tuple[float, ...] | None = _opt(
+        None,
+        "the cap (replace-one) a new --budget-file is created with: EPSILON[,DELTA], delta "
+        "default 0, inf alone = no cap (the file only counts); for an existing file it must "
+        "be the file's own",
+        PRIV,
+        type=_float_list,
+        metavar="EPS[,DELTA]",
     )
     loss: str = _opt(
         "logistic",
@@ -386,6 +405,27 @@ class RunConfig:
         return mode.noise_multiplier(self.rounds) if isinstance(mode, RecordPrivacy) else None
 
     @property
+    def budget_cap_pair(self) -> tuple[float, float] | None:
+        """--budget-cap as (epsilon, delta): delta 0 when not given, (inf, inf) for inf alone
+        (no cap); checked by the budget's rule (ConfigError); None when not given."""
+        if self.budget_cap is None:
+            return None
+        if len(self.budget_cap) not in (1, 2):
+            raise ConfigError(
+                f"--budget-cap takes EPSILON or EPSILON,DELTA, got {len(self.budget_cap)} numbers"
+            )
+        epsilon = self.budget_cap[0]
+        delta = (
+            self.budget_cap[1]
+            if len(self.budget_cap) == 2
+            else (math.inf if epsilon == math.inf else 0.0)
+        )
+        try:
+            return check_cap(epsilon, delta)
+        except PrivacyError as exc:
+            raise ConfigError(f"--budget-cap: {exc}") from None
+
+    @property
     def keep_probability(self) -> float:
         """p of randomized response (:attr:`privacy_mode`'s)."""
         return self.privacy_mode.keep_probability
@@ -480,6 +520,9 @@ class RunConfig:
                 "in --data, need no seed)"
             )
         self._validate_cv()
+        if self.budget_cap is not None and self.budget_file is None:
+            raise ConfigError("--budget-cap needs --budget-file (the file it caps)")
+        self.budget_cap_pair  # noqa: B018 (checked: ConfigError)
         if self.theta_rtol != _ADMM.theta_rtol and self.theta_solver != "newton":
             raise ConfigError(
                 f"--theta-rtol applies to --theta-solver newton only (--theta-solver "
@@ -568,6 +611,8 @@ class RunConfig:
         out = asdict(self)
         epsilon = self.privacy_mode.epsilon  # as asked, the default filled in
         out["epsilon"] = None if math.isinf(epsilon) else epsilon  # None: inf (JSON has none)
+        if self.budget_cap is not None:  # strict JSON: inf as "inf", as the ledger writes it
+            out["budget_cap"] = [c if math.isfinite(c) else str(c) for c in self.budget_cap]
         return out
 
 

@@ -7,7 +7,8 @@ one process (as arrays). So the set-up, the machines' work and the release exist
 
 1. checks every machine agrees on: the same options on every machine, writable output paths
    (rank 0), the checkpoint directory, the graph (built by rank 0, connected, one node per
-   machine, sent to every process);
+   machine, sent to every process); then ``--budget-file``: every machine's file checked,
+   then charged (:mod:`dpnet.cli.budget`), before any data is read;
 2. the data: every machine loads its own file (``{rank}`` in ``--data``), or rank 0 loads or
    generates all rows and delivers each machine its shard (:mod:`dpnet.cli.setup`); the
    simulator first checks that its arrays fit in memory (:mod:`dpnet.cli.simulation`);
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 
 import networkx as nx
 
+from dpnet.cli.budget import charge_machine_budget, check_budget_paths, check_machine_budget
 from dpnet.cli.checkpoint import Resumed, available_rounds, common_round
 from dpnet.cli.config import RunConfig
 from dpnet.cli.job import JobOutcome, block_main, check_checkpoint_dir, resume_machine
@@ -86,6 +88,8 @@ def process_job(
     the process's memory check, before the rows are drawn and once they are known."""
     start = time.perf_counter()
     graph, error = _checks(world, config)
+    if error is None:
+        error = _charge_budgets(world, config)
     if error is not None:
         return fail(error, world.rank)
     assert graph is not None
@@ -125,6 +129,25 @@ def _checks(world: World, config: RunConfig) -> tuple[nx.Graph | None, str | Non
     if (error := world.agree(error)) is not None:
         return None, error
     return world.broadcast_from_root(graph), None
+
+
+def _charge_budgets(world: World, config: RunConfig) -> str | None:
+    """Step 1, --budget-file: every machine checks its file would take the job's spend
+    (agreed: a job refused by one machine's cap charges none), then charges it durably;
+    both before any data is read (:mod:`dpnet.cli.budget`). The first error, or None."""
+    if config.budget_file is None:
+        return None
+    for step in (check_machine_budget, charge_machine_budget):
+        error = None
+        try:
+            check_budget_paths(config, world.size)
+            for machine in world.machines:
+                step(config, machine, world.size)
+        except DpnetError as exc:
+            error = str(exc)
+        if (error := world.agree(error)) is not None:
+            return error
+    return None
 
 
 def checked_graph(config: RunConfig, size: int, launched_as: str | None) -> nx.Graph:

@@ -28,13 +28,48 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy.ledger import canonical_relation
+from dpnet.privacy.relations import canonical_relation
 
 SLACK = 1e-12  # relative: a cap met exactly by sums of rounded epsilons is not exceeded
 
 
 class BudgetExceeded(PrivacyError):
     """The fit's (ε, δ) would take the accountant past its cap; nothing was fitted."""
+
+
+def check_cap(epsilon: float, delta: float) -> tuple[float, float]:
+    """A cap (ε, δ) as floats, or PrivacyError: ε > 0 and δ in [0, 1), each inf for no cap."""
+    if not 0 < epsilon <= math.inf:
+        raise PrivacyError(f"the budget's epsilon must be > 0 (inf: no cap), got {epsilon}")
+    if not (0 <= delta < 1 or delta == math.inf):
+        raise PrivacyError(f"the budget's delta must lie in [0, 1) (inf: no cap), got {delta}")
+    return float(epsilon), float(delta)
+
+
+def replace_one_cost(
+    epsilon: float, delta: float, relation: str = "replace_one"
+) -> tuple[float, float]:
+    """What a guarantee (ε, δ) under ``relation`` costs a budget kept under replace-one:
+    itself, or (2ε, (1 + e^ε) δ) under add/remove (replacing a record is removing it and
+    adding another: group privacy for two steps)."""
+    if canonical_relation(relation) == "add_remove":
+        return 2.0 * epsilon, (1.0 + math.exp(epsilon)) * delta
+    return float(epsilon), float(delta)
+
+
+def composed(*costs: tuple[float, float]) -> tuple[float, float]:
+    """Basic sequential composition (Dwork, Kenthapadi, McSherry, Mironov & Naor 2006):
+    releases (ε_i, δ_i)-DP on the same data are (Σ ε_i, Σ δ_i)-DP together."""
+    return sum((c[0] for c in costs), 0.0), sum((c[1] for c in costs), 0.0)
+
+
+def within_cap(
+    spent: tuple[float, float], cost: tuple[float, float], cap: tuple[float, float]
+) -> bool:
+    """Whether ``cost`` composed with ``spent`` stays within ``cap`` (up to the relative
+    :data:`SLACK`); a cost with ε = inf (no established guarantee) passes no finite cap."""
+    total = composed(spent, cost)
+    return total[0] <= cap[0] * (1.0 + SLACK) and total[1] <= cap[1] * (1.0 + SLACK)
 
 
 @dataclass(frozen=True)
@@ -56,11 +91,7 @@ class BudgetAccountant:
         return self
 
     def __init__(self, epsilon: float, delta: float = 0.0) -> None:
-        if not 0 < epsilon <= math.inf:
-            raise PrivacyError(f"the budget's epsilon must be > 0 (inf: no cap), got {epsilon}")
-        if not (0 <= delta < 1 or delta == math.inf):
-            raise PrivacyError(f"the budget's delta must lie in [0, 1) (inf: no cap), got {delta}")
-        self.epsilon, self.delta = float(epsilon), float(delta)
+        self.epsilon, self.delta = check_cap(epsilon, delta)
         self._charges: list[Charge] = []
         self._spent = (0.0, 0.0)  # (Σ ε, Σ δ), kept with the charges: O(1) a charge
         self._lock = threading.Lock()
@@ -109,16 +140,13 @@ class BudgetAccountant:
         self, epsilon: float, delta: float, *, label: str, relation: str = "replace_one"
     ) -> Charge:
         """Add one fit's guarantee, or raise :class:`BudgetExceeded` (and add nothing)."""
-        if canonical_relation(relation) == "add_remove":
-            epsilon, delta = 2.0 * epsilon, (1.0 + math.exp(epsilon)) * delta
-        charge = Charge(label, float(epsilon), float(delta))
+        charge = Charge(label, *replace_one_cost(epsilon, delta, relation))
         with self._lock:  # the check and the append at once: no two fits share what is left
             spent_epsilon, spent_delta = self._spent
-            over_epsilon = not spent_epsilon + charge.epsilon <= self.epsilon * (1.0 + SLACK)
-            over_delta = not spent_delta + charge.delta <= self.delta * (1.0 + SLACK)
-            if not (over_epsilon or over_delta):
+            cost = (charge.epsilon, charge.delta)
+            if within_cap(self._spent, cost, (self.epsilon, self.delta)):
                 self._charges.append(charge)
-                self._spent = (spent_epsilon + charge.epsilon, spent_delta + charge.delta)
+                self._spent = composed(self._spent, cost)
                 return charge
         left_epsilon = max(self.epsilon - spent_epsilon, 0.0)
         left_delta = max(self.delta - spent_delta, 0.0)

@@ -21,26 +21,9 @@ from dpnet.errors import PrivacyError
 from dpnet.privacy import compose
 from dpnet.privacy.pld import pld_accounting
 from dpnet.privacy.rdp import CONVERSIONS, DEFAULT_ORDERS, rdp_to_epsilon
+from dpnet.privacy.relations import canonical_relation
 
-_RELATIONS = {
-    "replace_one": "replace_one",
-    "replace_one_label": "replace_one",
-    "add_remove": "add_remove",
-    "add_or_remove": "add_remove",
-    "add_remove_one": "add_remove",
-    "add_or_remove_one": "add_remove",
-}
 _SAMPLER_RELATION = {"poisson": "add_remove", "fixed": "replace_one"}
-
-
-def canonical_relation(relation: str) -> str:
-    """'replace_one' or 'add_remove' from a spelling such as 'replace-one' or 'add/remove'."""
-    key = str(relation).strip().lower().replace("-", "_").replace(" ", "_").replace("/", "_")
-    if key not in _RELATIONS:
-        raise PrivacyError(
-            f"unknown neighbouring relation {relation!r}: use 'replace_one' or 'add_remove'"
-        )
-    return _RELATIONS[key]
 
 
 @dataclass(frozen=True)
