@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,15 @@ from tests.launch import run_job
 
 if TYPE_CHECKING:  # imported by the fixture: collecting the tests loads no accounting
     from tests.privacy_work import PrivacyWork
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a non-interactive shell inherits SIGINT ignored,
+    and so would every job it starts (dpnet keeps an inherited SIG_IGN, as ``nohup`` asks):
+    the Ctrl-C tests would then see jobs run to their end. Python's own handler here makes
+    the jobs start with SIGINT's default disposition, as from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

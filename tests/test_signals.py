@@ -20,6 +20,7 @@ from tests.launch import (
     after_signal_to_mpiexec,
     finish_job,
     job_lines,
+    load_factor,
     processes_left,
     rank_pids,
     start_job,
@@ -35,7 +36,7 @@ EXPECTED = {
 def _interrupted(tmp_path, n_ranks, signum, after):  # noqa: ANN001, ANN202
     out = tmp_path / "r.json"
     job = start_job([*LONG_RUN, "--output", str(out)], n_ranks=n_ranks)
-    time.sleep(after)
+    time.sleep(after * load_factor())  # the same phase of the job on a loaded host
     job.proc.send_signal(signum)  # to python, or to mpiexec, which forwards it to every rank
     done = finish_job(job, 60)
     return done, out
