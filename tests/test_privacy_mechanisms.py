@@ -439,3 +439,16 @@ def test_the_record_count_budget_keeps_the_laplace_noise_alive() -> None:
     assert count_scale(1025 * 52 * math.log(2) * 1.001) < discrete.MIN_LAPLACE_SCALE
     big = rng(3).geometric(-math.expm1(-1.0 / count_scale(1e300)), size=10_000)
     assert (big == 1).all()  # what the count got at 1e300: no noise at all
+
+
+def test_an_epsilon_whose_laplace_noise_would_be_zero_is_refused() -> None:
+    """Past 36 (Delta + d g)/g the discrete Laplace scale is below MIN_LAPLACE_SCALE and the
+    sampler only draws 0: the mechanism refuses instead of releasing the value as it is."""
+    bound = 1025 / discrete.MIN_LAPLACE_SCALE  # a count: sensitivity 1, one coordinate
+    with pytest.raises(PrivacyError, match="draws no noise"):
+        m.laplace_mechanism(5.0, l1_sensitivity=1.0, epsilon=bound * 1.001, rng=rng(0))
+    with pytest.raises(PrivacyError, match="draws no noise"):
+        m.laplace_mechanism(np.ones(3), l1_sensitivity=2.0, epsilon=1e9, rng=rng(0))
+    with pytest.raises(PrivacyError, match="at most 36900"):
+        m.noisy_count(5, epsilon=36_901.0, rng=rng(0))
+    m.noisy_count(5, epsilon=discrete.MAX_COUNT_EPSILON, rng=rng(0))  # the bound is taken

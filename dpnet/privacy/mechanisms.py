@@ -19,6 +19,7 @@ from dpnet.privacy.discrete import (
     _EXACT_INT,
     MAX_COUNT_EPSILON,
     MAX_SCALE,
+    MIN_LAPLACE_SCALE,
     discrete_laplace,
     gaussian_release,
     laplace_grid,
@@ -46,8 +47,9 @@ def laplace_mechanism(
         t = Delta' / (epsilon g) <= 2^40 (PrivacyError otherwise).
 
     Below t = :data:`~dpnet.privacy.discrete.MIN_LAPLACE_SCALE` (epsilon > 36 Delta'/g)
-    numpy's sampler never draws a non-zero value: the output is k g, without noise. Callers
-    that state epsilon to a user keep epsilon below that (a count: :func:`noisy_count`).
+    numpy's sampler never draws a non-zero value: the output would be k g, without noise, so
+    such an epsilon is refused (PrivacyError; a count's bound in epsilon:
+    :data:`~dpnet.privacy.discrete.MAX_COUNT_EPSILON`).
 
     Rounding moves each coordinate by at most g/2 and the clip is 1-Lipschitz, so neighbours'
     k differ by at most Delta'/g in L1 and the pmf ratio is <= exp(||k - k'||_1 / t) <=
@@ -71,6 +73,11 @@ def laplace_mechanism(
         raise PrivacyError(
             f"noise scale {scale:.3g} grid steps is beyond exact integers "
             f"(epsilon {eps:.3g} too small)"
+        )
+    if not scale >= MIN_LAPLACE_SCALE:
+        raise PrivacyError(
+            f"noise scale {scale:.3g} grid steps draws no noise at all (epsilon {eps:.3g} too "
+            f"large: at most {(sens + dim * g) / (g * MIN_LAPLACE_SCALE):.6g} here)"
         )
     k = np.rint(np.clip(arr / g, -_EXACT_INT, _EXACT_INT))
     out = (k + discrete_laplace(scale, arr.shape, rng)) * g
