@@ -205,8 +205,10 @@ def test_an_unscaled_income_converges_with_standardization_and_warns_without():
     standardized, the same fit converges."""
     X, y = _rows(5, 1000)
     kw = dict(lam=0.01, epsilon=np.inf, n_machines=5, random_state=0, max_rounds=400)
-    with pytest.warns(BadlyScaledWarning) as caught:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         plain = DecentralizedGroupLassoLogistic(**kw).fit(X, y)
+    assert {w.category for w in caught} == {BadlyScaledWarning, ConvergenceWarning}
     scaling = [w for w in caught if w.category is BadlyScaledWarning]
     assert len(scaling) == 1 and "\n" not in str(scaling[0].message)
     assert "column 0 has standard deviation" in str(scaling[0].message)
