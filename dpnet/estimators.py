@@ -129,8 +129,18 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     37). ``coef_``, ``intercept_`` and ``machine_coefs_`` are those of the columns as given.
     The starting penalty (``c=None``) is scaled by the centred design's curvature
     lambda_max(X~^T X~)/n, as public as the mean (docs/algorithms.md, "The start under label
-    privacy"). Record privacy protects the features: there the columns are used as given and
-    the start is the graph's alone. ``adapt_c`` (label privacy only) lets the machines change
+    privacy"). ``standardize=True`` (label privacy; default False) divides the centred
+    columns by their standard deviation over all rows (1 for a constant column), pooled from
+    the machines' moments as the mean is: the penalty then weighs the coefficients of the
+    standardized columns (glmnet's ``standardize``), while ``coef_`` and ``intercept_`` stay on
+    the columns as given (coef_ = beta_std / scale, the intercept moved by the mean), so the
+    predictions are those of the standardized model. Without it, a column whose standard
+    deviation exceeds :data:`~dpnet.decentralized.columns.BADLY_SCALED` (100) makes ``fit``
+    warn :class:`~dpnet.decentralized.columns.BadlyScaledWarning` in one line naming the column
+    and the remedy (the ADMM crawls on such columns). Record privacy protects the features:
+    there the columns are used as given, the start is the graph's alone, and
+    ``standardize=True`` is refused (ConfigError, before anything is charged): scale the columns
+    by public constants instead. ``adapt_c`` (label privacy only) lets the machines change
     c together from their shared statistics: residual balancing, then its descent in the tail
     (docs/algorithms.md, "The descent of c in the tail").
 
