@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # rank 0 imports the accounting when it builds the report
 
 STOP_WARNINGS = {
     "non-finite": "an iterate or objective became NaN or inf: the run stopped at once and the "
-    "coefficients are not an estimate (scale the data or check --lam / --c)",
+    "coefficients are not an estimate (scale the columns: --standardize, or check --lam / --c)",
     "diverged": "the iterates ran away (||theta|| > --max-coef-norm): the objective may have "
     "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
     "coefficients are not an optimum",
