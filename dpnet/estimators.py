@@ -29,7 +29,12 @@ from dpnet.data.partition import split_rows
 from dpnet.decentralized.admm import MAX_PENALTY, THETA_SOLVERS, ADMMConfig, fit_settings
 from dpnet.decentralized.block import ArrayBlock, Block, CommBlock
 from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.columns import public_columns
+from dpnet.decentralized.columns import (
+    BadlyScaledWarning,
+    check_standardize,
+    public_columns,
+    scaling_warning,
+)
 from dpnet.decentralized.machine import (
     LOSSES,
     MachineOutcome,
@@ -124,8 +129,18 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     37). ``coef_``, ``intercept_`` and ``machine_coefs_`` are those of the columns as given.
     The starting penalty (``c=None``) is scaled by the centred design's curvature
     lambda_max(X~^T X~)/n, as public as the mean (docs/algorithms.md, "The start under label
-    privacy"). Record privacy protects the features: there the columns are used as given and
-    the start is the graph's alone. ``adapt_c`` (label privacy only) lets the machines change
+    privacy"). ``standardize=True`` (label privacy; default False) divides the centred
+    columns by their standard deviation over all rows (1 for a constant column), pooled from
+    the machines' moments as the mean is: the penalty then weighs the coefficients of the
+    standardized columns (glmnet's ``standardize``), while ``coef_`` and ``intercept_`` stay on
+    the columns as given (coef_ = beta_std / scale, the intercept moved by the mean), so the
+    predictions are those of the standardized model. Without it, a column whose standard
+    deviation exceeds :data:`~dpnet.decentralized.columns.BADLY_SCALED` (100) makes ``fit``
+    warn :class:`~dpnet.decentralized.columns.BadlyScaledWarning` in one line naming the column
+    and the remedy (the ADMM crawls on such columns). Record privacy protects the features:
+    there the columns are used as given, the start is the graph's alone, and
+    ``standardize=True`` is refused (ConfigError, before anything is charged): scale the columns
+    by public constants instead. ``adapt_c`` (label privacy only) lets the machines change
     c together from their shared statistics: residual balancing, then its descent in the tail
     (docs/algorithms.md, "The descent of c in the tail").
 
@@ -191,6 +206,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         "topology": [str],
         "n_machines": [POSITIVE_INT],
         "group_weights": [StrOptions(set(GROUP_WEIGHTS))],
+        "standardize": ["boolean"],
         "loss": [StrOptions(set(LOSSES))],
         "c": [Interval(Real, 0, MAX_PENALTY, closed="right"), None],
         "adapt_c": ["boolean"],
@@ -216,6 +232,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         topology: str = DEFAULT_TOPOLOGY,
         n_machines: int = DEFAULT_MACHINES,
         group_weights: str = "ones",
+        standardize: bool = False,
         loss: str = "logistic",
         c: float | None = _ADMM.c,
         adapt_c: bool = _ADMM.adapt_c,
@@ -236,6 +253,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         self.topology = topology
         self.n_machines = n_machines
         self.group_weights = group_weights
+        self.standardize = standardize
         self.loss = loss
         self.c = c
         self.adapt_c = adapt_c
@@ -342,10 +360,16 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             raise ConfigError(f"groups gives no group for column {missing!r} of X")
         return [groups[name] for name in names]
 
+    def _column_names(self) -> list[str] | None:
+        """The columns' names of a DataFrame ``X`` (public schema), else None."""
+        names = getattr(self, "feature_names_in_", None)
+        return None if names is None else [str(name) for name in names]
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any) -> DecentralizedGroupLassoLogistic:
         """Fit on rows ``X`` (split evenly over the machines) and two-class labels ``y``."""
         mode = self._privacy_mode()  # the public settings before the data
+        check_standardize(mode, self.standardize, ESTIMATOR)
         declared = self._declared_classes()
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", y_numeric=False)
         check_magnitude(X, f"{type(self).__name__}.fit")  # the loaders' domain rule
@@ -375,8 +399,12 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         # the data's work only once the fit is allowed (settings checked, budget charged)
         parts = split_rows(X.shape[0], self.n_machines)
         rows = [X[i] for i in parts]  # each machine's, once
-        # label privacy: the machines fit the columns centred (PrivateShard.columns)
-        columns = public_columns(mode, rows, len(X))
+        # label privacy: the machines fit the columns centred, and standardized if asked
+        # (PrivateShard.columns); a badly scaled column is named, with the remedy
+        columns = public_columns(mode, rows, len(X), standardize=self.standardize)
+        scaling = scaling_warning(columns, ESTIMATOR, self._column_names())
+        if scaling is not None:
+            warnings.warn(scaling, BadlyScaledWarning, stacklevel=3)  # the caller of fit
         admm = settings(columns=columns)
         shards = [
             RawShard(x, y_pm1[i], X.shape[0], group_labels, weights, columns)
@@ -414,7 +442,13 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         grp_ptr, grp_indices = groups_from_labels(group_labels)
         self.objective_ = float(
             sum(r.result.local_objective for r in releases)
-            + objective_penalty(self.lam, self.coef_, grp_ptr, grp_indices, weights)
+            + objective_penalty(
+                self.lam,
+                self.coef_ if columns is None else columns.fitted_coef(self.coef_),
+                grp_ptr,
+                grp_indices,
+                weights,
+            )
         )
         self.selected_groups_ = selected_groups(self.coef_, grp_ptr, grp_indices)
         traffic = [r.result.traffic for r in releases]

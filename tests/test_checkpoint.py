@@ -182,6 +182,7 @@ def test_resumed_labels_are_the_stored_ones_not_a_new_draw(tmp_path: Path) -> No
         (["--topology", "ring"], "another graph"),
         (["--n-samples", "605"], "another data"),
         (["--epsilon", "2"], "another settings"),
+        (["--standardize"], "another settings"),  # the fit's columns
     ],
 )
 def test_a_checkpoint_of_another_run_is_refused(

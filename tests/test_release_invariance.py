@@ -48,7 +48,7 @@ CHECKPOINTED = [*SINGLE_FILE, "--tol", "1e-14", "--max-rounds", "30"]
 CHECKPOINTED += ["--checkpoint", "ck", "--checkpoint-every", "10"]
 RESUMED = [*SINGLE_FILE, "--tol", "1e-14", "--max-rounds", "50", "--resume", "ck"]
 RESUMED += ["--checkpoint", "ck2", "--checkpoint-every", "10", "--output", "r2.json"]
-CROSS_VALIDATED = [*COMMON, *OUTPUTS, "--data", "part-{rank}.npz", "--cv", "3"]
+CROSS_VALIDATED = [*COMMON, *OUTPUTS, "--data", "part-{rank}.npz", "--cv", "3", "--standardize"]
 CROSS_VALIDATED += ["--n-lambdas", "3", "--cv-plot", "cv.png", "--max-rounds", "100"]
 
 

@@ -17,6 +17,7 @@ from dpnet.decentralized.admm import (
     fit_settings,
     mode_defaults,
 )
+from dpnet.decentralized.columns import check_standardize
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.machine import LOSSES
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
@@ -207,6 +208,16 @@ class RunConfig:
         choices=CV_RULES,
     )
     group_weights: str = _opt("ones", "w_g", MODEL, choices=GROUP_WEIGHTS)
+    standardize: bool = _opt(
+        False,
+        "fit every column centred and divided by its standard deviation over all training "
+        "rows, which the machines agree on from their row counts and column moments without "
+        "pooling rows (the penalty then weighs the standardized coefficients; coef is "
+        "reported on the columns as given); label privacy only (the features are public "
+        "there); refused under --privacy record",
+        MODEL,
+        action="store_true",
+    )
     c: float | None = _opt(
         _ADMM.c,
         "initial ADMM penalty c (default: from the graph's Laplacian spectrum and the "
@@ -501,6 +512,7 @@ class RunConfig:
             if not ok:
                 raise ConfigError(message)
         self._validate_backend()
+        check_standardize(mode, self.standardize, CLI)
         if mode.noisy_thetas:  # what the noisy thetas' mechanism does not cover
             fit_settings(mode, self.seed, None, CLI, theta_solver=self.theta_solver)
             self._validate_record()

@@ -192,6 +192,8 @@ def checkpoint_prints(config: RunConfig, graph: Any, rank: int, raw: RawShard) -
     admm = asdict(admm_config(config, raw.columns))
     settings = {k: v for k, v in admm.items() if k not in ignored}
     settings |= {"keep_prob": config.keep_probability, "loss": config.loss, "seed": config.seed}
+    if config.standardize:  # the fit's columns (absent otherwise: earlier checkpoints resume)
+        settings["standardize"] = True
     return checkpoint.fingerprints(rank, graph, settings, raw)
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import networkx as nx
@@ -40,6 +41,7 @@ from dpnet.cli.provenance import host_name
 from dpnet.cli.release import exit_code, finish
 from dpnet.cli.report import ProgressPrinter, check_output_paths
 from dpnet.cli.setup import (
+    PublicSetUp,
     SetUp,
     check_shards_agree,
     data_per_machine,
@@ -50,12 +52,13 @@ from dpnet.cli.setup import (
 )
 from dpnet.data.dataset import GroupData
 from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.columns import ColumnMoments, PublicColumns
+from dpnet.decentralized.columns import ColumnMoments, PublicColumns, scaling_warning
 from dpnet.decentralized.cv import check_fold_counts
 from dpnet.errors import EXIT_BAD_INPUT, DpnetError, NetworkDataError, TopologyError
 from dpnet.network.comm import World
 from dpnet.network.launcher import launched_by_open_mpi, launcher_rank
 from dpnet.network.topology import build_topology, validate_topology
+from dpnet.privacy.modes import CLI
 
 FIRST_LINE_GRACE_SECONDS = 2.0  # how long another rank lets rank 0 exit first (Open MPI)
 
@@ -98,6 +101,9 @@ def process_job(
         resumed, error = _resume(world, config, graph, shards)
     if error is not None:
         return fail(error, world.rank)
+    if world.rank == 0:
+        assert setup is not None
+        warn_scaling(config, setup.public)
     block = world.block(graph, config.peer_timeout)
     try:
         outcomes = block_main(block, shards, config, graph, _progress(config), resumed)
@@ -111,6 +117,15 @@ def process_job(
         code = finish(config, graph, setup, gathered, time.perf_counter() - start, world.backend)
     world.free()
     return code
+
+
+def warn_scaling(config: RunConfig, public: PublicSetUp) -> None:
+    """Rank 0, before the first round: the one line naming a badly scaled column and the
+    remedy (:func:`~dpnet.decentralized.columns.scaling_warning`: from the public column facts
+    of label privacy only), also with --quiet."""
+    line = scaling_warning(public.columns, CLI, public.feature_names)
+    if line is not None:
+        print(f"dpnet: warning: {line}", file=sys.stderr, flush=True)
 
 
 def _checks(world: World, config: RunConfig) -> tuple[nx.Graph | None, str | None]:
@@ -237,7 +252,13 @@ def _own_shards(world: World, config: RunConfig) -> tuple[list[RawShard], SetUp 
     if (error := world.agree(error)) is not None:
         return [], None, error
     total = sum(m[0][0] for m in metas)
-    columns = PublicColumns.pooled([m[1] for m in metas], total) if public else None
+    columns = (
+        PublicColumns.pooled([m[1] for m in metas], total, standardize=config.standardize)
+        if public
+        else None
+    )
+    if setup is not None:  # rank 0's report states the columns' facts (public under label-DP)
+        setup = replace(setup, public=replace(setup.public, columns=columns))
     return [shard_from_own_data(o, total, config, columns) for o in own], setup, None
 
 

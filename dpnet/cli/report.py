@@ -26,6 +26,7 @@ from dpnet.cli.provenance import run_provenance
 from dpnet.cli.setup import PublicSetUp
 from dpnet.data.labels import LabelDomain
 from dpnet.decentralized.admm import ROUND_STEPS, MachineResult, ProgressRecord
+from dpnet.decentralized.columns import PublicColumns
 from dpnet.decentralized.cv import CVResult
 from dpnet.decentralized.machine import (
     RR_PROTECTS,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:  # rank 0 imports the accounting when it builds the report
 
 STOP_WARNINGS = {
     "non-finite": "an iterate or objective became NaN or inf: the run stopped at once and the "
-    "coefficients are not an estimate (scale the data or check --lam / --c)",
+    "coefficients are not an estimate (scale the columns: --standardize, or check --lam / --c)",
     "diverged": "the iterates ran away (||theta|| > --max-coef-norm): the objective may have "
     "no minimiser (the unbiased loss at small epsilon can be unbounded below); the "
     "coefficients are not an optimum",
@@ -244,6 +245,14 @@ def _public_inputs(config: RunConfig) -> list[str]:
     return items
 
 
+def _standardization(columns: PublicColumns | None) -> dict[str, list[float]] | None:
+    """``--standardize``: every column's centre and divisor over all training rows (public
+    under label privacy), which the fit's columns (x - center) / scale used; else None."""
+    if columns is None or columns.scale is None:
+        return None
+    return {"center": columns.shift.tolist(), "scale": columns.scale.tolist()}
+
+
 def build_report(
     config: RunConfig,
     topo: dict[str, Any],
@@ -270,7 +279,8 @@ def build_report(
     coef, intercept = consensus_model(releases)
     grp_ptr, grp_indices = groups_from_labels(public.group_labels)
     selected = selected_groups(coef, grp_ptr, grp_indices)
-    penalty = objective_penalty(lam, coef, grp_ptr, grp_indices, public.group_weights)
+    fitted = coef if public.columns is None else public.columns.fitted_coef(coef)
+    penalty = objective_penalty(lam, fitted, grp_ptr, grp_indices, public.group_weights)
     mode = config.privacy_mode
     noisy_objective = (
         float(sum(r.local_objective for r in results) + penalty)
@@ -334,6 +344,7 @@ def build_report(
         # the same on every machine: they change c in the same rounds
         "penalty": None if results[0].penalty is None else results[0].penalty.as_dict(),
         "objective": {"on_randomized_labels": noisy_objective},
+        "standardization": _standardization(public.columns),
         "data_layout": public.data_layout,
         "max_consensus_gap": float(np.abs(z_all - np.append(coef, intercept)).max()),
         "max_theta_z_gap": float(np.abs(theta_all - z_all).max()),

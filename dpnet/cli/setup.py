@@ -58,6 +58,8 @@ class PublicSetUp:
     data_layout: str
     feature_names: tuple[str, ...] | None = None  # a CSV header's (public)
     group_names: tuple[int | str, ...] | None = None  # group g's label as --groups gave it
+    # label privacy: the columns' pooled facts (public there; None under record privacy)
+    columns: PublicColumns | None = None
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,9 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
     weights = group_weights(train.groups, config.group_weights)
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
     rows = [np.ascontiguousarray(train.X[idx]) for idx in parts]  # each machine's, once
-    columns = public_columns(config.privacy_mode, rows, train.n_samples)
+    columns = public_columns(
+        config.privacy_mode, rows, train.n_samples, standardize=config.standardize
+    )
     shards = [
         RawShard(x, train.y[idx].copy(), train.n_samples, train.groups, weights, columns)
         for x, idx in zip(rows, parts, strict=True)
@@ -207,6 +211,7 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
         "split by rank 0",
         train.feature_names if config.data is not None else None,
         train.group_names,
+        columns,
     )
     holdout_raw = holdout.y if holdout is not None and config.oracle_output else None
     return SetUp(shards, public, holdout_raw)

@@ -22,6 +22,7 @@ _LAZY = {
     "PrivateShard": "boundary",
     "RawShard": "boundary",
     "cross_boundary": "boundary",
+    "BadlyScaledWarning": "columns",
     "PublicColumns": "columns",
     "public_columns": "columns",
     "local_problem": "machine",

@@ -30,6 +30,7 @@ from dpnet.decentralized.admm import (
 )
 from dpnet.decentralized.block import Block
 from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
+from dpnet.decentralized.columns import PublicColumns
 from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import GroupStructure, LocalData, local_objective
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
@@ -84,28 +85,33 @@ class MachineOutcome:
 LOSSES = ("logistic", "unbiased")  # unbiased: corrected for the known flip rate
 
 
-def shift_of(shard: PrivateShard) -> np.ndarray | None:
-    """The columns' shift the shard's fit subtracts (None: the columns as given)."""
-    return None if shard.columns is None else shard.columns.shift
-
-
-def in_given_columns(theta: np.ndarray, shift: np.ndarray | None) -> np.ndarray:
-    """theta = (beta, b_c) (or a stack of them) fitted on the columns x - shift, as the same
-    model of the columns as given: x^T beta + b with b = b_c - shift^T beta. The intercept is
-    not penalized, so the shift leaves the optimum's beta and value unchanged."""
+def in_given_columns(
+    theta: np.ndarray, shift: np.ndarray | None, scale: np.ndarray | None = None
+) -> np.ndarray:
+    """theta = (beta, b_c) (or a stack of them) fitted on the columns (x - shift) / scale
+    (scale None: x - shift), as the same model of the columns as given: x^T beta' + b with
+    beta' = beta / scale and b = b_c - shift^T beta'. The intercept is not penalized, so the
+    shift alone leaves the optimum's beta and value unchanged; the scale changes the problem
+    (the penalty weighs beta on the standardized columns), not the predictions of its
+    solution."""
     if shift is None:
         return theta
     given = theta.copy()
-    given[..., -1] -= theta[..., :-1] @ shift
+    if scale is not None:
+        given[..., :-1] /= scale
+    given[..., -1] -= given[..., :-1] @ shift
     return given
 
 
-def result_in_given_columns(result: MachineResult, shift: np.ndarray | None) -> MachineResult:
+def result_in_given_columns(result: MachineResult, columns: PublicColumns | None) -> MachineResult:
     """A machine's result with theta and Z as :func:`in_given_columns` (what it releases)."""
-    if shift is None:
+    if columns is None:
         return result
+    shift, scale = columns.shift, columns.scale
     return replace(
-        result, theta=in_given_columns(result.theta, shift), z=in_given_columns(result.z, shift)
+        result,
+        theta=in_given_columns(result.theta, shift, scale),
+        z=in_given_columns(result.z, shift, scale),
     )
 
 
@@ -118,15 +124,18 @@ def local_problem(
     The columns are shifted by their mean ``shard.columns.shift`` when the shard carries the
     public column facts (label privacy):
     columns far from zero share a direction with the intercept column, along which the ADMM
-    crawls (columns of mean 100: 3,000 rounds unconverged; centred: 33). The results are
-    turned back to the columns as given by :func:`in_given_columns`."""
+    crawls (columns of mean 100: 3,000 rounds unconverged; centred: 33); with standardization
+    they are divided by ``shard.columns.scale`` too. The results are turned back to the
+    columns as given by :func:`in_given_columns`."""
     grp_ptr, grp_indices = groups_from_labels(shard.group_labels)
     thresholds = lam * shard.group_weights / (2.0 * n_machines)
     X_aug = np.ones((shard.X.shape[0], shard.X.shape[1] + 1))
     if shard.columns is None:
         X_aug[:, :-1] = shard.X
-    else:  # the shifted columns written in place: no copy of the shard beside X~
+    else:  # the shifted (and scaled) columns written in place: no copy of the shard beside X~
         np.subtract(shard.X, shard.columns.shift, out=X_aug[:, :-1])
+        if shard.columns.scale is not None:
+            np.divide(X_aug[:, :-1], shard.columns.scale, out=X_aug[:, :-1])
     margin_loss = UnbiasedLogistic(keep_prob) if loss == "unbiased" else Logistic()
     data = LocalData(X_aug, shard.y, shard.n_total, margin_loss)
     return data, GroupStructure(grp_ptr, grp_indices, thresholds)
@@ -195,7 +204,7 @@ def fit_private_block(
         machine_results(block, result, rows), shards, crossings, strict=True
     ):
         oracle = None if label_oracle is None else machine_oracle(label_oracle, data, machine)
-        machine = result_in_given_columns(machine, shift_of(shard))
+        machine = result_in_given_columns(machine, shard.columns)
         outcomes.append(MachineOutcome(MachineRelease(machine, keep_prob, budget), oracle))
     return outcomes
 

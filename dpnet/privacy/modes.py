@@ -55,13 +55,26 @@ class Spelling:
     row_bound: str
     keep_prob: str
     theta_solver: str
+    standardize: str
 
 
 CLI = Spelling(
-    "--privacy record", "--epsilon", "--delta", "--row-bound", "--keep-prob", "--theta-solver"
+    "--privacy record",
+    "--epsilon",
+    "--delta",
+    "--row-bound",
+    "--keep-prob",
+    "--theta-solver",
+    "--standardize",
 )
 ESTIMATOR = Spelling(
-    "privacy='record'", "epsilon", "delta", "row_bound", "keep_prob", "theta_solver"
+    "privacy='record'",
+    "epsilon",
+    "delta",
+    "row_bound",
+    "keep_prob",
+    "theta_solver",
+    "standardize=True",
 )
 
 
