@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,8 @@ import pytest
 from tests.disks import mounted_tmpfs
 from tests.figures import LINES
 from tests.launch import run_job
+
+FIGURES: list[str] = []  # every test's figures, as their reports arrive (in order)
 
 if TYPE_CHECKING:  # imported by the fixture: collecting the tests loads no accounting
     from tests.privacy_work import PrivacyWork
@@ -42,10 +44,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """The figures a test reported ride on its report (a worker's under pytest-xdist: the
+    controller prints the summary); a test process keeps each line once."""
+    report = yield
+    report.user_properties.extend(("figure", line) for line in LINES)
+    LINES.clear()
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    FIGURES.extend(text for name, text in report.user_properties if name == "figure")
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if LINES:
+    if FIGURES:
         terminalreporter.section("figures")
-        for line in LINES:
+        for line in FIGURES:
             terminalreporter.write_line(line)
 
 
