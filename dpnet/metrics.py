@@ -23,7 +23,7 @@ from dpnet import streams
 from dpnet.checks import positive
 from dpnet.data.labels import equal_labels
 from dpnet.errors import PrivacyError
-from dpnet.privacy.budget import BudgetAccountant, charge
+from dpnet.privacy.budget import BudgetAccountant, PicklableLock, charge
 from dpnet.privacy.discrete import COUNT_GRID, MAX_COUNT_EPSILON
 
 
@@ -38,7 +38,7 @@ def _paired(predictions: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     return predictions, y
 
 
-class PrivateAccuracyScorer:
+class PrivateAccuracyScorer(PicklableLock):
     """A scikit-learn scorer (``scoring=PrivateAccuracyScorer(epsilon)``, or called as
     ``scorer(estimator, X, y)``): the accuracy of ``estimator.predict(X)`` against ``y``
     released epsilon-DP under replacing one held-out record (its features and its label).
@@ -87,16 +87,6 @@ class PrivateAccuracyScorer:
 
     def __repr__(self) -> str:
         return f"PrivateAccuracyScorer(epsilon={self.epsilon:g})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Picklable (joblib's worker processes): the lock stays behind."""
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def _stream(self) -> np.random.Generator:
         """A stream for this call's draw alone (dropped after it): OS entropy, or child

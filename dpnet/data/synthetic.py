@@ -56,11 +56,11 @@ def make_group_logistic(
     # u, u^2 = u u and u^3 = (u u) u, each product rounded once: the same floats on every host
     # (numpy's vectorised pow, which u ** (1, 2, 3) ran, differs between SIMD kernels by an
     # ulp, and took 3.6 s of CPU at 1,000,000 rows against 0.3 s)
-    X = np.empty((n_samples, n_groups, 3))
-    X[:, :, 0] = u
-    np.multiply(u, u, out=X[:, :, 1])
-    np.multiply(X[:, :, 1], u, out=X[:, :, 2])
-    X = X.reshape(n_samples, 3 * n_groups)
+    powers = np.empty((n_samples, n_groups, 3))
+    powers[:, :, 0] = u
+    np.multiply(u, u, out=powers[:, :, 1])
+    np.multiply(powers[:, :, 1], u, out=powers[:, :, 2])
+    X = powers.reshape(n_samples, 3 * n_groups)
     D = X @ beta
     if label_rule == "bernoulli":
         with np.errstate(over="ignore"):  # exp(-D) = inf: P(y = 1) = 0

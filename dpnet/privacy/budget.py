@@ -79,7 +79,23 @@ class Charge:
     delta: float
 
 
-class BudgetAccountant:
+class PicklableLock:
+    """A ``_lock`` (threading.Lock) that pickling leaves behind and unpickling makes anew: an
+    object that charges or counts under a lock goes to joblib's worker processes."""
+
+    _lock: threading.Lock
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+class BudgetAccountant(PicklableLock):
     """A cap (ε, δ) on everything fitted on one data set, under replace-one neighbours;
     ``charges``, ``spent`` and ``remaining`` say where it stands, ``reset()`` empties it.
     ``epsilon = inf`` (with ``delta = inf``) is no cap: the accountant only sums (the
@@ -94,16 +110,6 @@ class BudgetAccountant:
         self.epsilon, self.delta = check_cap(epsilon, delta)
         self._charges: list[Charge] = []
         self._spent = (0.0, 0.0)  # (Σ ε, Σ δ), kept with the charges: O(1) a charge
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Picklable (joblib's worker processes): the lock stays behind."""
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
