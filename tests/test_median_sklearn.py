@@ -50,7 +50,7 @@ def test_poor_score_tag_is_due_to_privacy_only(estimator):
     X = StandardScaler().fit_transform(X)  # the data of check_regressors_train
     y = StandardScaler().fit_transform(y[:, None])[:, 0]
     assert clone(estimator).fit(X, y).score(X, y) < 0.5
-    loose = clone(estimator).set_params(x_bound=10.0, epsilon=1e6)
+    loose = clone(estimator).set_params(x_bound=10.0, epsilon=5e5)  # below the noiseless 7.7e5
     assert loose.fit(X, y).score(X, y) > 0.75
 
 

@@ -108,7 +108,9 @@ def test_features_spanning_1e99_and_1_end_as_non_finite_not_as_a_crash(tmp_path,
     step factors (L/n) X~^T X~ + rho I; both raised LinAlgError (exit 1, 'rank 1 failed').
     The majorized step's factor fails: a non-finite step, exit 3, one warning line. The
     compiled Newton step's Woodbury systems factor (the 1e99 row's pivot is ~1e99, the rest
-    of its shard's ~1): its rounds stay finite and end at the round cap, one warning line."""
+    of its shard's ~1): its rounds stay finite and end at the round cap, one warning line.
+    Before the rounds, the badly scaled column's own line (the features are public under
+    label privacy)."""
     X = np.zeros((17, 4))
     X[0, 0] = 1e99
     path = tmp_path / "d.csv"
@@ -119,7 +121,8 @@ def test_features_spanning_1e99_and_1_end_as_non_finite_not_as_a_crash(tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     stop = "non-finite" if solver == "majorized" else "max_rounds"
     assert code == (3 if solver == "majorized" else 0)
-    assert len(err) == 1 and err[0].startswith(f"dpnet: warning: stop {stop}"), err
+    assert len(err) == 2 and err[1].startswith(f"dpnet: warning: stop {stop}"), err
+    assert err[0].startswith("dpnet: warning: badly scaled columns: column 0 "), err
 
 
 # ------------------------------------------------------------------ loaders keep every row
