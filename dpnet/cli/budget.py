@@ -81,19 +81,11 @@ def check_budget_paths(config: RunConfig, n_machines: int) -> None:
         )
 
 
-def check_machine_budget(config: RunConfig, machine: int, n_machines: int) -> None:
-    """Whether machine ``machine``'s file would take this job's charge (nothing written)."""
-    check_budget(
-        budget_path(config, machine),
-        machine_spend(config, machine),
-        config.budget_cap_pair,
-        job_description(config, machine, n_machines),
-    )
-
-
-def charge_machine_budget(config: RunConfig, machine: int, n_machines: int) -> None:
-    """Charge machine ``machine``'s file with this job's spend, durably (never refunded)."""
-    charge_budget(
+def machine_budget(config: RunConfig, machine: int, n_machines: int, *, charge: bool) -> None:
+    """Machine ``machine``'s file with this job's spend: checked only (nothing written: would it
+    take the charge?) or charged durably (never refunded)."""
+    step = charge_budget if charge else check_budget
+    step(
         budget_path(config, machine),
         machine_spend(config, machine),
         config.budget_cap_pair,

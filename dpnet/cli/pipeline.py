@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import networkx as nx
 
-from dpnet.cli.budget import charge_machine_budget, check_budget_paths, check_machine_budget
+from dpnet.cli.budget import check_budget_paths, machine_budget
 from dpnet.cli.checkpoint import Resumed, available_rounds, common_round
 from dpnet.cli.config import RunConfig
 from dpnet.cli.job import JobOutcome, block_main, check_checkpoint_dir, resume_machine
@@ -152,12 +152,12 @@ def _charge_budgets(world: World, config: RunConfig) -> str | None:
     both before any data is read (:mod:`dpnet.cli.budget`). The first error, or None."""
     if config.budget_file is None:
         return None
-    for step in (check_machine_budget, charge_machine_budget):
+    for charge in (False, True):
         error = None
         try:
             check_budget_paths(config, world.size)
             for machine in world.machines:
-                step(config, machine, world.size)
+                machine_budget(config, machine, world.size, charge=charge)
         except DpnetError as exc:
             error = str(exc)
         if (error := world.agree(error)) is not None:
