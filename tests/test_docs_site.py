@@ -1,9 +1,11 @@
 """The documentation site (conf.py: Sphinx + MyST) builds with every warning an error: no link to
 a missing page or file, no anchor that is no heading, no Markdown page outside the navigation.
-And that check can fail: the same configuration on stub pages with one of each breakage."""
+And that check can fail: the same configuration on stub pages with one of each breakage. The sdist
+carries every page and every file they link to (MANIFEST.in)."""
 
 from __future__ import annotations
 
+import re
 import runpy
 import subprocess
 import sys
@@ -77,3 +79,42 @@ def test_a_broken_link_anchor_or_orphan_fails_the_build(tmp_path: Path) -> None:
         "orphan.md: WARNING: document isn't included in any toctree",
     ]:
         assert message in done.stderr, done.stderr
+
+
+def shipped_by_manifest(path: str) -> bool:
+    """Whether MANIFEST.in's ``include`` / ``recursive-include`` lines (the only kinds it has)
+    put the repository file ``path`` in the sdist."""
+    for line in (ROOT / "MANIFEST.in").read_text(encoding="utf-8").splitlines():
+        words = line.partition("#")[0].split()
+        if not words:
+            continue
+        assert words[0] in {"include", "recursive-include"}, f"MANIFEST.in: {line}"
+        if words[0] == "include" and path in words[1:]:
+            return True
+        if words[0] == "recursive-include" and path.startswith(words[1] + "/"):
+            if any(Path(path).match(pattern) for pattern in words[2:]):
+                return True
+    return False
+
+
+def test_the_sdist_carries_every_page_and_every_file_they_link_to() -> None:
+    """README.md's links go to docs/ and the launch/ and topologies/ READMEs: in an unpacked
+    sdist they resolve (on PyPI, with no project URL yet, they cannot: docs/development.md)."""
+    linked = {f"{page}.md" for page in PAGES} | {"conf.py"}
+    for page in PAGES:
+        text = re.sub(
+            r"^```.*?^```", "", (ROOT / f"{page}.md").read_text("utf-8"), flags=re.M | re.S
+        )
+        for target in re.findall(r"\]\(([^)\s#]+)", text):
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target):  # not https: ...
+                file = (ROOT / page).parent / target
+                linked.add(file.resolve().relative_to(ROOT).as_posix())
+    assert "launch/README.md" in linked and "docs/cli.md" in linked
+    in_package = {path for path in linked if path.startswith("dpnet/")}  # the package ships
+    missing = sorted(p for p in linked - in_package - {"README.md"} if not shipped_by_manifest(p))
+    assert not missing, f"not in the sdist (MANIFEST.in): {missing}"
+
+
+def test_the_manifest_reader_tells_shipped_from_not() -> None:
+    assert shipped_by_manifest("docs/cli.md") and shipped_by_manifest("topologies/README.md")
+    assert not shipped_by_manifest("docs/sub/x.txt") and not shipped_by_manifest("launch/local.sh")
