@@ -68,9 +68,10 @@ NAV: dict[str, list[str]] = {
     ],
 }
 # The Markdown files that are pages (the rest of the repository is not read: CHANGELOG.md
-# is a release record, not documentation, and benchmarks/out/ holds generated reports).
+# is a release record, not documentation, and benchmarks/out/ holds generated reports; the
+# excluded folders are skipped).
 include_patterns = ["README.md", "docs/*.md", "launch/README.md", "topologies/README.md"]
-exclude_patterns = [".git", ".venv", "venv", "build", "dist", "benchmarks/out", "**/__pycache__"]
+exclude_patterns = [".git", ".venv", "venv", "build", "dist", "site", "benchmarks/out"]
 
 html_theme = "alabaster"  # Sphinx's own theme: no dependency beyond Sphinx
 html_title = f"dpnet {release}"
