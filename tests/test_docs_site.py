@@ -33,8 +33,7 @@ def build(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.timeout(300)
 def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
     done = build(ROOT, tmp_path / "site")
-    assert done.returncode == 0, done.stderr + done.stdout
-    assert not done.stderr.strip(), done.stderr
+    assert done.returncode == 0, done.stderr + done.stdout  # -W: any warning fails it
     for page in PAGES:
         assert (tmp_path / "site" / f"{page}.html").is_file(), page
     assert "README.html" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
