@@ -31,7 +31,6 @@ from dpnet.decentralized.block import ArrayBlock, Block, CommBlock
 from dpnet.decentralized.boundary import RawShard
 from dpnet.decentralized.columns import (
     BadlyScaledWarning,
-    check_standardize,
     public_columns,
     scaling_warning,
 )
@@ -138,9 +137,14 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     deviation exceeds :data:`~dpnet.decentralized.columns.BADLY_SCALED` (100) makes ``fit``
     warn :class:`~dpnet.decentralized.columns.BadlyScaledWarning` in one line naming the column
     and the remedy (the ADMM crawls on such columns). Record privacy protects the features:
-    there the columns are used as given, the start is the graph's alone, and
-    ``standardize=True`` is refused (ConfigError, before anything is charged): scale the columns
-    by public constants instead. ``adapt_c`` (label privacy only) lets the machines change
+    there the columns are used as given and the start is the graph's alone; with
+    ``standardize=True`` every machine first releases the sums of its rows' columns and
+    squared columns (rows scaled to ``row_bound``) with Gaussian noise, and the machines fit
+    the columns centred and scaled by what those released sums give, each standardized row
+    clipped to the public norm 2 sqrt(P) for the theta step; the release takes a tenth of the
+    budget's Gaussian-DP mu^2 (:data:`~dpnet.privacy.modes.STANDARDIZE_SHARE`) and the fit
+    stays exactly (``epsilon``, ``delta``)-DP (:mod:`dpnet.decentralized.columns`).
+    ``adapt_c`` (label privacy only) lets the machines change
     c together from their shared statistics: residual balancing, then its descent in the tail
     (docs/algorithms.md, "The descent of c in the tail").
 
@@ -282,6 +286,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
             row_bound=self.row_bound,
             keep_prob=None,
             spelling=ESTIMATOR,
+            standardize=self.standardize,
         )
         return mode
 
@@ -369,7 +374,6 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     def fit(self, X: Any, y: Any) -> DecentralizedGroupLassoLogistic:
         """Fit on rows ``X`` (split evenly over the machines) and two-class labels ``y``."""
         mode = self._privacy_mode()  # the public settings before the data
-        check_standardize(mode, self.standardize, ESTIMATOR)
         declared = self._declared_classes()
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", y_numeric=False)
         check_magnitude(X, f"{type(self).__name__}.fit")  # the loaders' domain rule
@@ -400,8 +404,9 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         parts = split_rows(X.shape[0], self.n_machines)
         rows = [X[i] for i in parts]  # each machine's, once
         # label privacy: the machines fit the columns centred, and standardized if asked
-        # (PrivateShard.columns); a badly scaled column is named, with the remedy
-        columns = public_columns(mode, rows, len(X), standardize=self.standardize)
+        # (PrivateShard.columns); a badly scaled column is named, with the remedy. Record
+        # privacy with standardize: from each machine's released column sums
+        columns = public_columns(mode, rows, len(X), standardize=self.standardize, seed=seed)
         scaling = scaling_warning(columns, ESTIMATOR, self._column_names())
         if scaling is not None:
             warnings.warn(scaling, BadlyScaledWarning, stacklevel=3)  # the caller of fit
@@ -478,6 +483,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
                 "delta": self.delta,
                 "rounds_budget": admm.max_rounds,
                 "noise_multiplier": admm.record.noise_multiplier,
+                "column_noise_multiplier": admm.record.column_multiplier,
                 "row_bound": self.row_bound,
                 "guarantee": f"{mode.guarantee}, per machine (replace one record){schema}",
                 "distance": RECORD_DISTANCE,

@@ -24,6 +24,8 @@ Seeded runs (``--seed S``, ``random_state=S``): every stream is a child of
     (j + 1, 0)     machine j's cross-validation folds
     (j + 1, 1, t)  machine j's Gaussian noise on its round-t theta (a mechanism,
                    ``--privacy record``: one stream per draw)
+    (j + 1, 2)     machine j's Gaussian noise on its column sums and sums of squares (a
+                   mechanism, ``--privacy record --standardize``)
     (J + 2, k)     rank 0's baseline k of ``--baselines`` (0 median, 1 rdp-admm): the seed
                    of its data and mechanisms (:func:`baseline_seed`)
     =============  =========================================================
@@ -78,6 +80,12 @@ def machine_theta_stream(seed: int | None, rank: int, round_: int) -> np.random.
     """Machine ``rank``'s stream for the noise on the theta it sends in round ``round_``
     (record-level privacy): one stream per draw, so no stream outlives its release."""
     return _stream(seed, rank + 1, 1, round_)
+
+
+def machine_columns_stream(seed: int | None, rank: int) -> np.random.Generator:
+    """Machine ``rank``'s stream for the noise on its column sums and sums of squares
+    (record-level privacy with standardization): pass it straight to the release."""
+    return _stream(seed, rank + 1, 2)
 
 
 def estimator_stream(random_state: object) -> np.random.Generator:

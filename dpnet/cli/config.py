@@ -17,7 +17,6 @@ from dpnet.decentralized.admm import (
     fit_settings,
     mode_defaults,
 )
-from dpnet.decentralized.columns import check_standardize
 from dpnet.decentralized.cv import CV_RULES, DEFAULT_PATH, check_grid
 from dpnet.decentralized.machine import LOSSES
 from dpnet.decentralized.record import DEFAULT_ROUNDS as DEFAULT_RECORD_ROUNDS
@@ -213,8 +212,9 @@ class RunConfig:
         "fit every column centred and divided by its standard deviation over all training "
         "rows, which the machines agree on from their row counts and column moments without "
         "pooling rows (the penalty then weighs the standardized coefficients; coef is "
-        "reported on the columns as given); label privacy only (the features are public "
-        "there); refused under --privacy record",
+        "reported on the columns as given); under --privacy record from noisy column sums and "
+        "sums of squares of the rows clipped to --row-bound, which take 10%% of the budget's "
+        "Gaussian-DP mu^2 (the total stays (epsilon, delta); docs/privacy.md)",
         MODEL,
         action="store_true",
     )
@@ -406,6 +406,7 @@ class RunConfig:
             row_bound=self.row_bound,
             keep_prob=self.keep_prob,
             spelling=CLI,
+            standardize=self.standardize,
         )
 
     @property
@@ -512,7 +513,6 @@ class RunConfig:
             if not ok:
                 raise ConfigError(message)
         self._validate_backend()
-        check_standardize(mode, self.standardize, CLI)
         if mode.noisy_thetas:  # what the noisy thetas' mechanism does not cover
             fit_settings(mode, self.seed, None, CLI, theta_solver=self.theta_solver)
             self._validate_record()

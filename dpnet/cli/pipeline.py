@@ -52,7 +52,7 @@ from dpnet.cli.setup import (
 )
 from dpnet.data.dataset import GroupData
 from dpnet.decentralized.boundary import RawShard
-from dpnet.decentralized.columns import ColumnMoments, PublicColumns, scaling_warning
+from dpnet.decentralized.columns import column_part, pooled_columns, scaling_warning
 from dpnet.decentralized.cv import check_fold_counts
 from dpnet.errors import EXIT_BAD_INPUT, DpnetError, NetworkDataError, TopologyError
 from dpnet.network.comm import World
@@ -230,16 +230,18 @@ def _own_shards(world: World, config: RunConfig) -> tuple[list[RawShard], SetUp 
     if (error := world.agree(error)) is not None:
         return [], None, error
     # label privacy: the column moments for the fit's shift and start (the features are
-    # public there)
-    public = config.privacy_mode.features_public
+    # public there); record privacy with --standardize: each machine's released column sums
+    mode = config.privacy_mode
     # the public schema of each file (rows, groups, header): every machine checks they agree
     metas = world.allgather(
         [
             (
                 (o.n_samples, o.groups.tolist(), o.feature_names),
-                ColumnMoments.of(o.X, world.size) if public else None,
+                column_part(
+                    mode, o.X, world.size, machine, config.seed, standardize=config.standardize
+                ),
             )
-            for o in own
+            for machine, o in zip(world.machines, own, strict=True)
         ]
     )
     try:
@@ -252,12 +254,8 @@ def _own_shards(world: World, config: RunConfig) -> tuple[list[RawShard], SetUp 
     if (error := world.agree(error)) is not None:
         return [], None, error
     total = sum(m[0][0] for m in metas)
-    columns = (
-        PublicColumns.pooled([m[1] for m in metas], total, standardize=config.standardize)
-        if public
-        else None
-    )
-    if setup is not None:  # rank 0's report states the columns' facts (public under label-DP)
+    columns = pooled_columns(mode, [m[1] for m in metas], total, standardize=config.standardize)
+    if setup is not None:  # rank 0's report states the columns' facts (public or released)
         setup = replace(setup, public=replace(setup.public, columns=columns))
     return [shard_from_own_data(o, total, config, columns) for o in own], setup, None
 

@@ -40,6 +40,7 @@ from dpnet.penalties.group import groups_from_labels, objective_penalty, selecte
 from dpnet.privacy.modes import (
     RECORD_DISTANCE,
     RECORD_WORK,
+    STANDARDIZE_SHARE,
     RecordPrivacy,
 )
 
@@ -155,7 +156,7 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
     )
     mode = config.privacy_mode
     if isinstance(mode, RecordPrivacy):  # the block of its noisy thetas
-        return _record_privacy_block(config, mode, ledger, seeded)
+        return _record_privacy_block(config, mode, ledger, seeded, public.columns)
     if not mode.private:  # --epsilon inf, asked for: say so plainly, claim nothing
         return {
             "mechanism": "none: --epsilon inf, every machine's labels used as given",
@@ -192,26 +193,36 @@ def _privacy_block(config: RunConfig, public: PublicSetUp, ledger: PrivacyLedger
 
 
 def _record_privacy_block(
-    config: RunConfig, mode: RecordPrivacy, ledger: PrivacyLedger, seeded: str | None
+    config: RunConfig,
+    mode: RecordPrivacy,
+    ledger: PrivacyLedger,
+    seeded: str | None,
+    columns: PublicColumns | None,
 ) -> dict[str, Any]:
     """The privacy block of ``--privacy record`` (docs/privacy.md, "Record-level privacy")."""
-    from dpnet.privacy.gaussian import composed_gaussian_delta
-
     multiplier = config.theta_noise_multiplier
     assert multiplier is not None
     p = config.keep_probability
+    standardized = columns is not None and columns.row_clip is not None
     return {
         "mechanism": "Gaussian noise on every theta a machine sends, each round (discrete "
         "Gaussian on a grid); rows scaled to norm <= --row-bound; everything else a machine "
-        "sends is computed from released thetas",
+        "sends is computed from released thetas"
+        + (" and the released column sums (--standardize)" if standardized else ""),
         "epsilon_per_machine": mode.epsilon,
         "delta": mode.delta,
-        "exact_delta_at_epsilon": composed_gaussian_delta(multiplier, config.rounds, mode.epsilon),
+        "exact_delta_at_epsilon": mode.exact_delta(config.rounds),
         "rounds_budget": config.rounds,
         "noise_multiplier": multiplier,
         "row_bound": config.row_bound,
         "sensitivity": "2 L sqrt(R^2 + 1) / (n c d_j) per round (L the loss's "
-        "Lipschitz bound, n the training rows, c the round's penalty, d_j = degree + 1)",
+        "Lipschitz bound, n the training rows, c the round's penalty, d_j = degree + 1"
+        + (
+            "; R here the standardized rows' bound standardization.row_clip)"
+            if standardized
+            else ")"
+        ),
+        "standardization": _record_standardization(mode, columns),
         "neighbouring_relation": mode.neighbours,
         "guarantee": f"{mode.guarantee}, per machine; parallel composition over disjoint "
         "shards; a run that stops before --max-rounds is post-processing of one that ran them",
@@ -245,9 +256,30 @@ def _public_inputs(config: RunConfig) -> list[str]:
     return items
 
 
+def _record_standardization(
+    mode: RecordPrivacy, columns: PublicColumns | None
+) -> dict[str, Any] | None:
+    """--standardize under --privacy record: its release (docs/privacy.md, "Standardization
+    under record privacy"); None without it."""
+    if columns is None or columns.row_clip is None:
+        return None
+    return {
+        "mechanism": "every machine released the sums of its rows' columns and of their "
+        "squares (rows scaled to norm <= --row-bound R), each with Gaussian noise (discrete "
+        "Gaussian on a grid); the centre and scale are computed from the released sums alone",
+        "sensitivity": "2 R for the column sums, sqrt(2) R^2 for the sums of squares "
+        "(replace one record)",
+        "noise_multiplier": mode.column_noise_multiplier,
+        "budget_share": f"{STANDARDIZE_SHARE:g} of the budget's Gaussian-DP mu^2 (the thetas "
+        "take the rest: the total is the (epsilon, delta) above)",
+        "row_clip": columns.row_clip,
+    }
+
+
 def _standardization(columns: PublicColumns | None) -> dict[str, list[float]] | None:
     """``--standardize``: every column's centre and divisor over all training rows (public
-    under label privacy), which the fit's columns (x - center) / scale used; else None."""
+    under label privacy; under record privacy computed from the released column sums), which
+    the fit's columns (x - center) / scale used; else None."""
     if columns is None or columns.scale is None:
         return None
     return {"center": columns.shift.tolist(), "scale": columns.scale.tolist()}

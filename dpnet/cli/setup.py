@@ -58,7 +58,8 @@ class PublicSetUp:
     data_layout: str
     feature_names: tuple[str, ...] | None = None  # a CSV header's (public)
     group_names: tuple[int | str, ...] | None = None  # group g's label as --groups gave it
-    # label privacy: the columns' pooled facts (public there; None under record privacy)
+    # label privacy: the columns' pooled facts (public there); record privacy: the centre and
+    # scale released for --standardize (None without)
     columns: PublicColumns | None = None
 
 
@@ -194,7 +195,11 @@ def prepare_problem(config: RunConfig, n_machines: int) -> SetUp:
     parts = split_rows(train.n_samples, n_machines, sizes=config.shard_sizes)
     rows = [np.ascontiguousarray(train.X[idx]) for idx in parts]  # each machine's, once
     columns = public_columns(
-        config.privacy_mode, rows, train.n_samples, standardize=config.standardize
+        config.privacy_mode,
+        rows,
+        train.n_samples,
+        standardize=config.standardize,
+        seed=config.seed,
     )
     shards = [
         RawShard(x, train.y[idx].copy(), train.n_samples, train.groups, weights, columns)

@@ -162,7 +162,7 @@ def fit_settings(
         max_rounds=rounds,
         relaxation=default_relaxation if relaxation is None else relaxation,
         adapt_c=adapt_c and mode.adapts_penalty,
-        record=record_noise(mode, rounds, seed),
+        record=record_noise(mode, rounds, seed, None if columns is None else columns.row_clip),
         feature_curvature=None if columns is None else columns.curvature,
         **settings,
     )

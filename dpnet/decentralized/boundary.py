@@ -59,8 +59,10 @@ class PrivateShard:
     columns: PublicColumns | None = None
     """Label privacy: the pooled facts of all training rows' features (public there): the
     columns' mean, which the ADMM subtracts (:func:`dpnet.decentralized.machine.local_problem`),
-    and their curvature, which sets its starting penalty. None: the columns as given (record
-    privacy protects the features)."""
+    and their curvature, which sets its starting penalty. Record privacy with standardization:
+    the centre and scale computed from the machines' released column sums
+    (:func:`dpnet.decentralized.columns.release_column_sums`), with the bound ``row_clip`` of
+    the standardized rows. None: the columns as given."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,27 @@ def release_theta(
     )
 
 
+def release_column_sums(
+    sums: np.ndarray,
+    l2_sensitivity: float,
+    noise_multiplier: float,
+    rng: np.random.Generator,
+    rank: int,
+    what: str,
+) -> np.ndarray:
+    """Record-level privacy with standardization: the one place a vector of column sums of a
+    machine's rows (``what``: "sums" or "squares") is turned into a releasable one, by the grid
+    Gaussian release (:func:`dpnet.privacy.discrete.gaussian_release`, the Gaussian mechanism
+    of :func:`dpnet.privacy.mechanisms.gaussian_mechanism` without its event) with the
+    machine's column stream. ``rank`` and ``what`` (public) name the release: tests replace
+    this function by one of them alone, to hold the released sums fixed while changing the
+    rows. Its event, ``GaussianDpEvent(noise_multiplier)`` for each of the two vectors, is
+    recorded by rank 0 (:func:`dpnet.decentralized.machine.privacy_ledger`)."""
+    return gaussian_release(
+        sums, l2_sensitivity=l2_sensitivity, noise_multiplier=noise_multiplier, rng=rng
+    )
+
+
 def cross_boundary(
     raw: RawShard,
     keep_prob: float,
@@ -122,8 +145,10 @@ def cross_boundary(
     public bound, so the sensitivity of :mod:`dpnet.decentralized.record` holds. Under record
     privacy the shard's rows are not public: only :func:`release_theta` lets what the theta
     step computes from them out."""
-    if row_bound is not None and raw.columns is not None:
-        raise PrivacyError(f"{part}: record privacy protects the features: no column facts")
+    if row_bound is not None and raw.columns is not None and raw.columns.row_clip is None:
+        raise PrivacyError(
+            f"{part}: record privacy protects the features: no column facts but released ones"
+        )
     noisy = randomize_labels(raw.y_raw, keep_prob, rng, part)
     X = raw.X if row_bound is None else clip_rows_l2(raw.X, row_bound)
     private = PrivateShard(X, noisy, raw.n_total, raw.group_labels, raw.group_weights, raw.columns)

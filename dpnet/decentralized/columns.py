@@ -17,19 +17,46 @@ from the machines' parts in rank order:
 
 Without standardization a column whose deviation exceeds :data:`BADLY_SCALED` is named by a
 one-line warning with the remedy (:func:`scaling_warning`): such a column dwarfs the
-intercept's, and the ADMM crawls. Record privacy protects the features: there nothing of them
-is pooled, and standardization is refused (:func:`check_standardize`).
+intercept's, and the ADMM crawls.
+
+Record privacy protects the features: there nothing of them is pooled exactly. Without
+standardization the columns are used as given. With it (``--privacy record --standardize``,
+``privacy="record", standardize=True``) every machine j releases, with Gaussian noise, the
+sums of its rows' columns and of their squares, its rows first clipped to the public row
+bound R (:func:`release_column_sums`):
+
+    S_j = sum_i x_i + N_Z-grid(0, (m 2R)^2 I),
+    Q_j = sum_i x_i * x_i + N_Z-grid(0, (m sqrt(2) R^2)^2 I),
+
+(``*`` coordinatewise). Neighbouring shards (one record replaced, ||x||, ||x'|| <= R) move S_j
+by x - x', ||x - x'|| <= 2R (attained at x' = -x), and Q_j by x*x - x'*x', whose two terms lie
+in the non-negative orthant with ||x*x|| <= ||x*x||_1 = ||x||^2 <= R^2, so
+||x*x - x'*x'||^2 = ||x*x||^2 + ||x'*x'||^2 - 2 <x*x, x'*x'> <= 2 R^4: L2 sensitivity
+sqrt(2) R^2 (attained at x = R e_k, x' = R e_l, k != l; R^2 is not a bound). Each vector is a
+Gaussian mechanism of multiplier m =
+:attr:`~dpnet.privacy.modes.RecordPrivacy.column_noise_multiplier` (the mode's rule: the
+two take :data:`~dpnet.privacy.modes.STANDARDIZE_SHARE` of the budget's mu^2, the thetas the
+rest, so the fit stays exactly (epsilon, delta)-DP). The row counts n_j
+are public under replace-one. Every machine then computes the same centre and scale from the
+released sums alone (:meth:`PublicColumns.released`, post-processing) and the theta step sees
+the standardized rows clipped to a bound computed from public inputs and those released values
+alone (``row_clip``, at most :func:`standardized_row_bound`), so the sensitivity of
+:mod:`dpnet.decentralized.record` holds with that bound. No column is called
+badly scaled under record privacy (:func:`scaling_warning` reads no released value).
+docs/privacy.md, "Standardization under record privacy", has the proof.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from dpnet.errors import ConfigError
-from dpnet.privacy.modes import PrivacyMode, Spelling
+from dpnet import streams
+from dpnet.privacy.clipping import clip_rows_l2
+from dpnet.privacy.modes import PrivacyMode, RecordPrivacy, Spelling
 
 POOLED_SCATTER_ENTRIES = 2**25
 """The most scatter entries J p^2 the machines pool (256 MiB that each machine receives when
@@ -43,6 +70,25 @@ BADLY_SCALED = 100.0
 scaled: measured on 2,000 rows of 4 columns, 5 machines, one column scaled by s, the ADMM took
 50 rounds at s <= 3, 134 at 10, 395 at 30, 1,551 at 100 and did not converge in 3,000 at 300
 and beyond (docs/algorithms.md, "Scaled columns")."""
+
+
+STANDARDIZED_ROW_BOUND = 2.0
+"""Under record privacy with standardization the theta step sees every standardized row
+(x - m) / s clipped to the L2 norm STANDARDIZED_ROW_BOUND * sqrt(P) (P the public width): the
+root mean square norm of exactly standardized rows is sqrt(P), so the bound clips only rows
+twice as long as the typical one (:func:`standardized_row_bound`)."""
+
+
+def standardized_row_bound(n_columns: int) -> float:
+    """The public bound on the norm of a standardized row the theta step sees under record
+    privacy: :data:`STANDARDIZED_ROW_BOUND` sqrt(P)."""
+    return STANDARDIZED_ROW_BOUND * math.sqrt(n_columns)
+
+
+def column_sensitivities(row_bound: float) -> tuple[float, float]:
+    """The L2 sensitivities under replace-one of the column sums and of the sums of squares of
+    rows of norm <= R = ``row_bound``: (2R, sqrt(2) R^2) (module docstring)."""
+    return 2.0 * row_bound, math.sqrt(2.0) * row_bound * row_bound
 
 
 class BadlyScaledWarning(UserWarning):
@@ -85,16 +131,90 @@ class ColumnMoments:
 
 
 @dataclass(frozen=True)
+class ReleasedColumnSums:
+    """One machine's part of :class:`PublicColumns` under record privacy with standardization:
+    its row count n_j (public under replace-one) and the released (noisy) sums of its clipped
+    rows' columns and squared columns (:func:`release_column_sums`)."""
+
+    rows: int
+    sums: np.ndarray
+    squares: np.ndarray
+
+
+def release_column_sums(
+    X: np.ndarray, mode: RecordPrivacy, rank: int, seed: int | None
+) -> ReleasedColumnSums:
+    """Machine ``rank``'s release of the noisy column sums and sums of squares of its rows
+    ``X``, each row first scaled to norm <= R = ``mode.row_bound`` (public), each vector by the
+    Gaussian mechanism with multiplier ``mode.column_noise_multiplier`` relative to its L2
+    sensitivity (:func:`column_sensitivities`), through
+    :func:`dpnet.decentralized.boundary.release_column_sums` with the machine's column stream
+    (:func:`dpnet.streams.machine_columns_stream`, made for this release and dropped after it).
+    Module docstring: the sensitivities; docs/privacy.md: the guarantee."""
+    from dpnet.decentralized import boundary  # which imports this module
+
+    multiplier = mode.column_noise_multiplier
+    assert multiplier is not None  # a mode that standardizes
+    clipped = clip_rows_l2(X, mode.row_bound)
+    on_sums, on_squares = column_sensitivities(mode.row_bound)
+    rng = streams.machine_columns_stream(seed, rank)  # for this release alone
+    sums = boundary.release_column_sums(
+        column_sums(clipped), on_sums, multiplier, rng, rank, "sums"
+    )
+    squares = boundary.release_column_sums(
+        column_sums(clipped * clipped), on_squares, multiplier, rng, rank, "squares"
+    )
+    del rng
+    return ReleasedColumnSums(X.shape[0], np.asarray(sums), np.asarray(squares))
+
+
+def variance_floor(mode: RecordPrivacy, n_machines: int, n_total: int) -> float:
+    """The smallest variance :meth:`PublicColumns.released` takes for a column: the standard
+    deviation of the noise on the pooled mean of squares, m sqrt(2) R^2 sqrt(J) / n (public),
+    below which a released variance cannot be told from zero (nor from a negative one)."""
+    multiplier = mode.column_noise_multiplier
+    assert multiplier is not None  # a mode that standardizes
+    return multiplier * column_sensitivities(mode.row_bound)[1] * math.sqrt(n_machines) / n_total
+
+
+@dataclass(frozen=True)
 class PublicColumns:
     """The pooled facts of all training rows' features (module docstring): ``shift`` m,
     ``curvature`` lambda_max(X~^T X~) / n (None when any part has no scatter, or when the
     scatter overflows: features beyond ~1e150), ``scale`` (standardized: the columns'
-    divisors; None: the columns centred only) and ``deviation`` s (None: not pooled)."""
+    divisors; None: the columns centred only) and ``deviation`` s (None: not pooled).
+    ``row_clip``: under record privacy (released columns) the public bound the standardized
+    rows are clipped to before the theta step (None: no clip, label privacy)."""
 
     shift: np.ndarray
     curvature: float | None
     scale: np.ndarray | None = None
     deviation: np.ndarray | None = None
+    row_clip: float | None = None
+
+    @classmethod
+    def released(
+        cls, parts: Sequence[ReleasedColumnSums], n_total: int, mode: RecordPrivacy
+    ) -> PublicColumns:
+        """Record privacy: the centre and scale from every machine's released sums, in rank
+        order (the same floats on every machine), by post-processing alone: with S and Q the
+        network's sums, m = clip(S / n, +-R) and s^2 = clip(Q / n - m^2, f, R^2), f =
+        :func:`variance_floor` (a column's values lie in [-R, R]: its variance is at most R^2);
+        the rows the theta step sees are clipped to ``row_clip`` = min(
+        :func:`standardized_row_bound`, (R + ||m||) / min_k s_k), the second a bound every
+        standardized row of norm <= R meets (so the clip never costs more noise than the raw
+        bound would, scaled). No curvature (the start is the graph's) and no deviation (no
+        column is called badly scaled)."""
+        bound = mode.row_bound
+        sums = np.stack([part.sums for part in parts]).sum(axis=0)
+        squares = np.stack([part.squares for part in parts]).sum(axis=0)
+        shift = np.clip(sums / n_total, -bound, bound)
+        floor = min(variance_floor(mode, len(parts), n_total), bound * bound)
+        variance = np.clip(squares / n_total - shift * shift, floor, bound * bound)
+        scale = np.sqrt(variance)
+        # every row of norm <= R stays within (R + ||m||) / min s once standardized
+        reach = (bound + float(np.linalg.norm(shift))) / float(scale.min())
+        return cls(shift, None, scale, None, min(standardized_row_bound(shift.size), reach))
 
     @classmethod
     def pooled(
@@ -166,24 +286,65 @@ def scaling_warning(
     )
 
 
-def check_standardize(mode: PrivacyMode, standardize: bool, spelling: Spelling) -> None:
-    """ConfigError (one line) for standardization under a mode that protects the features:
-    their means and deviations would be released without noise."""
-    if standardize and not mode.features_public:
-        raise ConfigError(
-            f"{spelling.standardize.split('=')[0]} does not apply with {spelling.record}: the "
-            f"features are private there and their means and scales would be released "
-            f"without noise; scale the columns by public bounds before the run (and give "
-            f"{spelling.row_bound} for the scaled rows)"
-        )
+ColumnPart = ColumnMoments | ReleasedColumnSums
+"""What one machine contributes to :class:`PublicColumns`: its moments (label privacy) or its
+released sums (record privacy with standardization)."""
+
+
+def column_part(
+    mode: PrivacyMode,
+    X: np.ndarray,
+    n_machines: int,
+    rank: int,
+    seed: int | None,
+    *,
+    standardize: bool = False,
+) -> ColumnPart | None:
+    """Machine ``rank``'s part of the fit's :class:`PublicColumns` from its rows ``X``: under a
+    mode whose features are public its :class:`ColumnMoments`; under record privacy with
+    standardization its :func:`release_column_sums` (``seed``: its stream's); else None."""
+    if mode.features_public:
+        return ColumnMoments.of(X, n_machines)
+    if isinstance(mode, RecordPrivacy) and mode.standardize:
+        assert standardize  # the mode was made from the same settings
+        return release_column_sums(X, mode, rank, seed)
+    return None
+
+
+def pooled_columns(
+    mode: PrivacyMode,
+    parts: Sequence[ColumnPart | None],
+    n_total: int,
+    *,
+    standardize: bool = False,
+) -> PublicColumns | None:
+    """The fit's :class:`PublicColumns` from every machine's :func:`column_part`, in rank
+    order (the same floats on every machine), or None (record privacy without
+    standardization: the columns as given)."""
+    if mode.features_public:
+        moments = [part for part in parts if isinstance(part, ColumnMoments)]
+        assert len(moments) == len(parts)
+        return PublicColumns.pooled(moments, n_total, standardize=standardize)
+    if isinstance(mode, RecordPrivacy) and mode.standardize:
+        released = [part for part in parts if isinstance(part, ReleasedColumnSums)]
+        assert len(released) == len(parts)
+        return PublicColumns.released(released, n_total, mode)
+    return None
 
 
 def public_columns(
-    mode: PrivacyMode, rows: Sequence[np.ndarray], n_total: int, *, standardize: bool = False
+    mode: PrivacyMode,
+    rows: Sequence[np.ndarray],
+    n_total: int,
+    *,
+    standardize: bool = False,
+    seed: int | None = None,
 ) -> PublicColumns | None:
-    """The fit's :class:`PublicColumns` from every machine's rows (one process holds them all)
-    when ``mode`` (the job's or estimator's) makes the features public, else None."""
-    if not mode.features_public:
-        return None
-    parts = [ColumnMoments.of(x, len(rows)) for x in rows]
-    return PublicColumns.pooled(parts, n_total, standardize=standardize)
+    """The fit's :class:`PublicColumns` from every machine's rows (one process holds them all:
+    the estimator, or rank 0 of a job that splits one data set, which releases machine j's
+    sums with machine j's stream), or None (:func:`pooled_columns`)."""
+    parts = [
+        column_part(mode, x, len(rows), rank, seed, standardize=standardize)
+        for rank, x in enumerate(rows)
+    ]
+    return pooled_columns(mode, parts, n_total, standardize=standardize)

@@ -33,8 +33,10 @@ from dpnet.decentralized.boundary import LabelOracle, PrivateShard, RawShard
 from dpnet.decentralized.columns import PublicColumns
 from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import GroupStructure, LocalData, local_objective
+from dpnet.errors import PrivacyError
 from dpnet.losses.margin import Logistic, UnbiasedLogistic
 from dpnet.penalties.group import groups_from_labels
+from dpnet.privacy.clipping import clip_rows_l2
 from dpnet.privacy.modes import RECORD_GUARANTEE
 
 if TYPE_CHECKING:  # the accounting is imported where the ledger is built (rank 0)
@@ -57,6 +59,10 @@ class ThetaBudget:
 
     noise_multiplier: float
     rounds: int
+    column_multiplier: float | None = None
+    """With standardization: the multiplier of each of the machine's two column releases (its
+    column sums and sums of squares, :func:`dpnet.decentralized.columns.release_column_sums`),
+    made before the rounds; None without."""
 
 
 @dataclass
@@ -125,8 +131,10 @@ def local_problem(
     public column facts (label privacy):
     columns far from zero share a direction with the intercept column, along which the ADMM
     crawls (columns of mean 100: 3,000 rounds unconverged; centred: 33); with standardization
-    they are divided by ``shard.columns.scale`` too. The results are turned back to the
-    columns as given by :func:`in_given_columns`."""
+    they are divided by ``shard.columns.scale`` too, and under record privacy (released
+    columns) clipped to the public norm ``shard.columns.row_clip``, the row bound of the theta
+    step's sensitivity. The results are turned back to the columns as given by
+    :func:`in_given_columns`."""
     grp_ptr, grp_indices = groups_from_labels(shard.group_labels)
     thresholds = lam * shard.group_weights / (2.0 * n_machines)
     X_aug = np.ones((shard.X.shape[0], shard.X.shape[1] + 1))
@@ -136,6 +144,8 @@ def local_problem(
         np.subtract(shard.X, shard.columns.shift, out=X_aug[:, :-1])
         if shard.columns.scale is not None:
             np.divide(X_aug[:, :-1], shard.columns.scale, out=X_aug[:, :-1])
+        if shard.columns.row_clip is not None:  # record privacy: the theta step's bound
+            X_aug[:, :-1] = clip_rows_l2(X_aug[:, :-1], shard.columns.row_clip)
     margin_loss = UnbiasedLogistic(keep_prob) if loss == "unbiased" else Logistic()
     data = LocalData(X_aug, shard.y, shard.n_total, margin_loss)
     return data, GroupStructure(grp_ptr, grp_indices, thresholds)
@@ -183,6 +193,7 @@ def fit_private_block(
     """The ADMM rounds on the block's randomized shards (``crossings[r]`` its r-th machine's;
     ``start_state``: continue a run); every machine's outcome, what it sends rank 0."""
     n_machines = graph.number_of_nodes()
+    check_row_bound(admm, [shard for shard, _ in crossings])
     problems = [
         local_problem(s, lam=admm.lam, loss=loss, keep_prob=keep_prob, n_machines=n_machines)
         for s, _ in crossings
@@ -209,11 +220,27 @@ def fit_private_block(
     return outcomes
 
 
+def check_row_bound(admm: ADMMConfig, shards: Sequence[PrivateShard]) -> None:
+    """Under record privacy the theta noise must be calibrated to the bound of the rows the
+    theta step sees: the released columns' ``row_clip`` when the shards are standardized, else
+    the row bound (PrivacyError otherwise: a noise calibrated to another bound)."""
+    if admm.record is None:
+        return
+    for shard in shards:
+        clip = None if shard.columns is None else shard.columns.row_clip
+        if clip is not None and admm.record.row_bound != clip:
+            raise PrivacyError(
+                f"the theta noise is calibrated to rows of norm {admm.record.row_bound:g}, "
+                f"the standardized rows are clipped to {clip:g}"
+            )
+
+
 def theta_budget(admm: ADMMConfig) -> ThetaBudget | None:
     """The record-level releases ``admm`` makes a machine send (None: label privacy)."""
     if admm.record is None:
         return None
-    return ThetaBudget(admm.record.noise_multiplier, admm.max_rounds)
+    record = admm.record
+    return ThetaBudget(record.noise_multiplier, admm.max_rounds, record.column_multiplier)
 
 
 def machine_oracle(
@@ -237,7 +264,8 @@ def privacy_ledger(
     delta: float | None = None,
 ) -> PrivacyLedger:
     """Per machine: its randomized response on labels (label privacy, or record privacy with
-    --keep-prob) and its theta releases (record privacy, ``rounds`` Gaussian releases); then
+    --keep-prob), its column releases (record privacy with standardization, two Gaussian
+    releases) and its theta releases (record privacy, ``rounds`` Gaussian releases); then
     the held-out rows' releases: randomized response on their labels, and under record privacy
     the noisy count that scores the model on them. Disjoint rows, so parallel composition
     gives the worst part's cost, not the sum over machines."""
@@ -256,6 +284,18 @@ def privacy_ledger(
                 protects=RR_PROTECTS,
                 machine=j,
                 guarantee="epsilon-label-DP",
+            )
+        if r.theta_budget is not None and r.theta_budget.column_multiplier is not None:
+            ledger.record(
+                dp_event.SelfComposedDpEvent(
+                    dp_event.GaussianDpEvent(r.theta_budget.column_multiplier), 2
+                ),
+                label=f"Gaussian noise on machine {j}'s column sums and sums of squares "
+                "(standardization)",
+                relation=RECORD_RELATION,
+                protects=RECORD_PROTECTS,
+                machine=j,
+                guarantee=RECORD_GUARANTEE,
             )
         if r.theta_budget is not None:
             budget = r.theta_budget

@@ -80,12 +80,16 @@ def penalty_factor(noise_multiplier: float) -> float:
 @dataclass(frozen=True)
 class RecordNoise:
     """Gaussian noise on every theta a machine sends: ``noise_multiplier`` = noise std /
-    Delta(rho) each round; ``row_bound`` = R; ``seed`` of the noise streams (None: OS entropy,
-    :func:`dpnet.streams.machine_theta_stream`)."""
+    Delta(rho) each round; ``row_bound`` = R, the bound on the rows the theta step sees (with
+    standardization the standardized rows' clip, not the raw rows' bound); ``seed`` of the
+    noise streams (None: OS entropy, :func:`dpnet.streams.machine_theta_stream`);
+    ``column_multiplier``: with standardization, the multiplier of the column releases made
+    before the rounds (their ledger entry; None without)."""
 
     noise_multiplier: float
     row_bound: float
     seed: int | None = None
+    column_multiplier: float | None = None
 
     def __post_init__(self) -> None:
         positive("noise_multiplier", self.noise_multiplier, error=ConfigError)
@@ -101,12 +105,18 @@ class RecordNoise:
         return 2.0 * lipschitz * math.hypot(self.row_bound, 1.0) / n_total
 
 
-def record_noise(mode: PrivacyMode, rounds: int, seed: int | None) -> RecordNoise | None:
+def record_noise(
+    mode: PrivacyMode, rounds: int, seed: int | None, row_clip: float | None = None
+) -> RecordNoise | None:
     """The theta noise of ``mode`` over ``rounds`` rounds (its multiplier calibrated to the
-    mode's (epsilon, delta)), ``seed`` naming the noise streams; None under label privacy."""
+    mode's (epsilon, delta), less the standardization's share if any), ``seed`` naming the
+    noise streams; ``row_clip``: the bound of the standardized rows the theta step sees
+    (:attr:`dpnet.decentralized.columns.PublicColumns.row_clip`), else the mode's row bound;
+    None under label privacy."""
     if not isinstance(mode, RecordPrivacy):
         return None
-    return RecordNoise(mode.noise_multiplier(rounds), mode.row_bound, seed)
+    bound = mode.row_bound if row_clip is None else row_clip
+    return RecordNoise(mode.noise_multiplier(rounds), bound, seed, mode.column_noise_multiplier)
 
 
 def fixed_work(

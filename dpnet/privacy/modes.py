@@ -39,6 +39,14 @@ RECORD_DISTANCE = (
     "discount for distance is claimed (a neighbour's Z carries a sum of released thetas, and "
     "the stop statistics and the final gather reach every machine)"
 )
+STANDARDIZE_SHARE = 0.1
+"""Under record privacy with standardization, the share of the budget the released column sums
+take, measured in the Gaussian differential privacy of the whole fit: the fit is mu-GDP with
+mu = 1 / s_1(epsilon, delta) (one Gaussian release of multiplier s_1 is exactly (epsilon,
+delta)-DP), the two column releases get mu_c^2 = STANDARDIZE_SHARE mu^2 and the theta releases
+the rest, (1 - STANDARDIZE_SHARE) mu^2. GDP composes by adding mu^2, so the whole fit stays
+exactly (epsilon, delta)-DP: the share costs the thetas a factor 1 / sqrt(0.9) = 1.054 on their
+noise (docs/privacy.md, "Standardization under record privacy")."""
 RECORD_WORK = (
     "every round's theta step is a public number of gradient steps: the same operations for "
     "every data set"
@@ -120,10 +128,12 @@ class LabelPrivacy:
         row_bound: float | None,
         keep_prob: float | None,
         spelling: Spelling,
+        *,
+        standardize: bool = False,
     ) -> LabelPrivacy:
         """The checked mode of these settings; a given ``delta`` or ``row_bound`` refused.
         ``epsilon`` None (not given): :data:`DEFAULT_EPSILON`, unless ``keep_prob`` names the
-        budget instead."""
+        budget instead. ``standardize`` costs nothing here (the features are public)."""
         for name, given in ((spelling.delta, delta), (spelling.row_bound, row_bound)):
             if given is not None:
                 raise ConfigError(f"{name} applies to {spelling.record} only")
@@ -186,13 +196,17 @@ class LabelPrivacy:
 class RecordPrivacy:
     """Gaussian noise on every theta a machine sends: (``epsilon``, ``delta``)-DP for a whole
     record against every other machine over a fit's rounds, rows scaled to ``row_bound`` R (a
-    public bound, required); ``keep_prob``: randomized response on the labels as well. The
+    public bound, required); ``keep_prob``: randomized response on the labels as well;
+    ``standardize``: every machine first releases the noisy sums of its rows' columns and
+    squared columns (:func:`dpnet.decentralized.columns.release_column_sums`), from which all
+    machines standardize, within the same (epsilon, delta) (:data:`STANDARDIZE_SHARE`). The
     penalty c stays fixed (residual balancing would chase the noise)."""
 
     epsilon: float
     row_bound: float
     delta: float = DEFAULT_DELTA
     keep_prob: float | None = None
+    standardize: bool = False
     name: ClassVar[str] = "record"
     features_public: ClassVar[bool] = False
     releases_objective: ClassVar[bool] = False
@@ -213,9 +227,13 @@ class RecordPrivacy:
         row_bound: float | None,
         keep_prob: float | None,
         spelling: Spelling,
+        *,
+        standardize: bool = False,
     ) -> RecordPrivacy:
         """The checked mode of these settings; ``epsilon`` or ``delta`` None: the default
-        (:data:`DEFAULT_EPSILON`, :data:`DEFAULT_DELTA`); ``row_bound`` required."""
+        (:data:`DEFAULT_EPSILON`, :data:`DEFAULT_DELTA`); ``row_bound`` required;
+        ``standardize``: the machines release noisy column sums first (:data:`STANDARDIZE_SHARE`
+        of the budget)."""
         if row_bound is None:
             raise ConfigError(
                 f"{spelling.record} needs {spelling.row_bound}: a public bound on every row's "
@@ -223,7 +241,7 @@ class RecordPrivacy:
             )
         epsilon = DEFAULT_EPSILON if epsilon is None else epsilon
         delta = DEFAULT_DELTA if delta is None else delta
-        return cls(epsilon, row_bound, delta, keep_prob).check(spelling)
+        return cls(epsilon, row_bound, delta, keep_prob, standardize).check(spelling)
 
     def check(self, spelling: Spelling) -> RecordPrivacy:
         """``self``, or ConfigError naming the first setting the mode cannot take."""
@@ -254,15 +272,56 @@ class RecordPrivacy:
         """What the labels' randomized response spends (inf at p = 1: none applied)."""
         return epsilon_from_keep_prob(self.keep_probability)
 
+    @property
+    def theta_share(self) -> float:
+        """The share of the budget's mu^2 (Gaussian DP) the theta releases take: 1, or
+        1 - :data:`STANDARDIZE_SHARE` with standardization."""
+        return 1.0 - STANDARDIZE_SHARE if self.standardize else 1.0
+
     def noise_multiplier(self, rounds: int) -> float:
         """The multiplier s of every round's theta release, calibrated so that ``rounds``
-        releases compose to exactly (epsilon, delta) (:func:`composed_gaussian_multiplier`)."""
+        releases take :attr:`theta_share` of the budget's mu^2: s = sqrt(rounds / share) s_1,
+        s_1 the multiplier of one exactly (epsilon, delta)-DP Gaussian release
+        (:func:`composed_gaussian_multiplier`); without standardization the rounds compose to
+        exactly (epsilon, delta)."""
         from dpnet.privacy.gaussian import composed_gaussian_multiplier  # scipy.special: ~0.2 s
 
-        return composed_gaussian_multiplier(self.epsilon, self.delta, rounds)
+        single = composed_gaussian_multiplier(self.epsilon, self.delta, 1)
+        return math.sqrt(rounds / self.theta_share) * single
+
+    @property
+    def column_noise_multiplier(self) -> float | None:
+        """With standardization, the multiplier of each of the two column releases (the
+        column sums and the sums of squares, each relative to its own L2 sensitivity):
+        m = sqrt(2 / STANDARDIZE_SHARE) s_1, so that the two take STANDARDIZE_SHARE of the
+        budget's mu^2 (2 / m^2 = STANDARDIZE_SHARE / s_1^2); None without."""
+        if not self.standardize:
+            return None
+        from dpnet.privacy.gaussian import composed_gaussian_multiplier  # scipy.special: ~0.2 s
+
+        single = composed_gaussian_multiplier(self.epsilon, self.delta, 1)
+        return math.sqrt(2.0 / STANDARDIZE_SHARE) * single
+
+    def gdp_mu(self, rounds: int) -> float:
+        """mu of the Gaussian DP of a machine's releases over ``rounds`` rounds:
+        sqrt(rounds / s^2 + 2 / m^2) (the column releases' term only with standardization),
+        1 / s_1(epsilon, delta) up to rounding."""
+        mu2 = rounds / self.noise_multiplier(rounds) ** 2
+        if self.column_noise_multiplier is not None:
+            mu2 += 2.0 / self.column_noise_multiplier**2
+        return math.sqrt(mu2)
+
+    def exact_delta(self, rounds: int) -> float:
+        """The exact delta at epsilon of a machine's releases over ``rounds`` rounds (the
+        closed form of mu-GDP, :meth:`gdp_mu`): delta itself, up to rounding."""
+        from dpnet.privacy.gaussian import composed_gaussian_delta  # scipy.special: ~0.2 s
+
+        return composed_gaussian_delta(1.0 / self.gdp_mu(rounds), 1, self.epsilon)
 
     def spend(self) -> tuple[float, float]:
-        """(epsilon, delta) one fit charges an accountant, per machine."""
+        """(epsilon, delta) one fit charges an accountant, per machine: every release of the
+        fit (the rounds' thetas, and with standardization the column sums) composes to
+        exactly this (:meth:`exact_delta`)."""
         return self.epsilon, self.delta
 
     @property
@@ -294,9 +353,13 @@ def privacy_mode(
     row_bound: float | None,
     keep_prob: float | None,
     spelling: Spelling,
+    standardize: bool = False,
 ) -> PrivacyMode:
     """The checked mode ``privacy`` (a name of :data:`PRIVACY_MODES`) of these settings
     (:meth:`LabelPrivacy.of`, :meth:`RecordPrivacy.of`); ``epsilon`` None: the mode's default
     (:data:`DEFAULT_EPSILON`; under label privacy a given ``keep_prob`` names the budget
-    instead)."""
-    return mode_class(privacy).of(epsilon, delta, row_bound, keep_prob, spelling)
+    instead); ``standardize``: the fit standardizes its columns (under record privacy a
+    release of its own, inside the budget)."""
+    return mode_class(privacy).of(
+        epsilon, delta, row_bound, keep_prob, spelling, standardize=standardize
+    )
