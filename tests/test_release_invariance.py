@@ -14,6 +14,7 @@ the boundary, must differ: that shows the raw labels reached the job.
 
 from __future__ import annotations
 
+import json
 import math
 import typing
 from collections.abc import Callable
@@ -274,6 +275,29 @@ def test_raw_records_and_noise_change_nothing_released(tmp_path, backend):
         oracles.append((workdir / "oracle.json").read_bytes())
         assert not _files_outside_the_inventory(workdir, [args]) - {"test.npz"}
     assert np.all(features[0] != features[1]), "every raw feature should differ"
+    for name in released[0]:
+        assert released[0][name] == released[1][name], f"{name} depends on the raw records"
+    assert oracles[0] != oracles[1], "the oracle file should see the changed raw records"
+
+
+@pytest.mark.parametrize("backend", ["threads", "simulated"])
+def test_raw_records_change_nothing_released_with_standardize(tmp_path, backend):
+    """--privacy record --standardize: the released column sums (every machine's sums and sums
+    of squares) and thetas held fixed, every raw record, uniform and noise stream varied:
+    every released surface is byte-identical, the centre and scale of the results file too;
+    the oracle file differs."""
+    args = [*RECORD, "--standardize"]
+    args += ["--backend", "simulated"] if backend == "simulated" else []
+    released, oracles = [], []
+    for key in KEYS:
+        workdir = tmp_path / f"key-{key}"
+        _write_record_inputs(workdir, key)
+        finished = _run(workdir, args, key, None, fixed_thetas=True)
+        released.append(_released(finished))
+        oracles.append((workdir / "oracle.json").read_bytes())
+        report = json.loads((workdir / "r.json").read_text())
+        assert report["standardization"] is not None  # the fit was standardized
+        assert report["privacy"]["standardization"]["row_clip"] > 0
     for name in released[0]:
         assert released[0][name] == released[1][name], f"{name} depends on the raw records"
     assert oracles[0] != oracles[1], "the oracle file should see the changed raw records"

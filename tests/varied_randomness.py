@@ -9,8 +9,9 @@ mechanism, the real streams module, the real output code) except that
   raw labels for which the real mechanism yields the randomized labels it wants
   (:func:`raw_labels_for`);
 - with ``DPNET_TEST_FIXED_THETAS`` set (``--privacy record``), every released theta is
-  :func:`fixed_theta` of its machine and round, whatever the rows and the noise stream: the
-  released values held fixed while the raw records change;
+  :func:`fixed_theta` of its machine and round, and (with ``--standardize``) every released
+  vector of column sums :func:`fixed_column_sums` of its machine, whatever the rows and the
+  noise streams: the released values held fixed while the raw records change;
 - every clock reads 0 (timings are the only part of a release that is not reproducible), and
   what each thread computes on the rows is recorded instead (:func:`_count_operations`):
   the sequence of its loss evaluations with their sizes and its Newton solves and
@@ -58,6 +59,16 @@ def fixed_theta(
     """A released theta that depends on (rank, round) alone: the stand-in of
     :func:`dpnet.decentralized.boundary.release_theta` with the releases held fixed."""
     return np.random.default_rng([rank, round_]).normal(0.0, 0.1, theta.shape)
+
+
+def fixed_column_sums(
+    sums: np.ndarray, l2_sensitivity: float, noise_multiplier: float, rng, rank: int, what: str
+) -> np.ndarray:
+    """Released column sums that depend on (rank, which vector) alone: the stand-in of
+    :func:`dpnet.decentralized.boundary.release_column_sums` with the releases held fixed
+    (sums near 0, sums of squares near 100 per column: a positive variance)."""
+    noise = np.random.default_rng([rank, what == "squares"]).normal(0.0, 1.0, sums.shape)
+    return noise + (100.0 if what == "squares" else 0.0)
 
 
 def flip_stream(key: int, part: int) -> np.random.Generator:
@@ -200,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     streams.holdout_flip_stream = lambda seed, n_machines: flip_stream(key, HOLDOUT)
     if os.environ.get(FIXED_THETAS_VARIABLE):
         boundary.release_theta = fixed_theta
+        boundary.release_column_sums = fixed_column_sums
     _hash_messages(inprocess.InProcessCommunicator)
     _count_operations()
     if "OMPI_COMM_WORLD_RANK" in os.environ or "PMI_RANK" in os.environ:
