@@ -137,6 +137,7 @@ def _claimed_epsilon(mu: float, delta: float) -> float:
     return optimize.brentq(lambda e: composed_gaussian_delta(1 / mu, 1, e) - delta, 0.0, 60.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fraction", "caught"), [(1.0, False), (0.5, True)])
 def test_audit_of_the_column_release_catches_half_the_noise(monkeypatch, fraction, caught):
     """The two releases of one machine are (sqrt(2) / m)-GDP; the audit of the real release
@@ -265,6 +266,28 @@ def test_the_command_line_and_the_estimator_give_the_same_fit(tmp_path):
     }
     np.testing.assert_allclose(report["coef"], model.coef_, rtol=0, atol=1e-12)
     assert report["intercept"] == pytest.approx(model.intercept_, abs=1e-9)
+
+
+def test_own_files_on_threads_release_what_rank_0_releases_for_one_file(tmp_path):
+    """Every machine loading its own file (the set-up exchange of released sums, threads)
+    gives the centre, scale and model that rank 0 gives releasing each machine's sums with
+    that machine's stream from one file (the simulator)."""
+    X, y = _badly_scaled(2, 240)
+    np.savez(tmp_path / "d.npz", X=X, y=2 * y - 1)
+    for j, rows in enumerate(split_rows(len(X), 3)):
+        np.savez(tmp_path / f"part-{j}.npz", X=X[rows], y=2 * y[rows] - 1)
+    reports = []
+    for name, layout in (
+        ("one", []),
+        ("own", ["--data", str(tmp_path / "part-{rank}.npz"), "--backend", "threads"]),
+    ):
+        out = tmp_path / f"{name}.json"
+        assert main([*_record_args(tmp_path, "--output", str(out)), *layout]) == 0
+        reports.append(json.loads(out.read_text()))
+    one, own = reports
+    assert own["data_layout"] != one["data_layout"]
+    assert own["standardization"] == one["standardization"]
+    np.testing.assert_allclose(own["coef"], one["coef"], rtol=0, atol=1e-12)
 
 
 def test_no_seed_draws_other_column_noise_every_run():
