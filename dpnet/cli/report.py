@@ -72,8 +72,9 @@ NOT_PRIVATE_RELEASE_NOTE = (
 )
 RECORD_RELEASE_NOTE = (
     "everything in this file, on stdout and in the plot is a function of public inputs (the "
-    "graph, parameters, files declared public) and of the noisy thetas (and randomized labels) "
-    "only; the objective, which reads the rows, is not released"
+    "graph, parameters, files declared public) and of the noisy thetas (with --standardize "
+    "also the noisy column sums; and randomized labels) only; the objective, which reads the "
+    "rows, is not released"
 )
 TIMING_NOTE = (
     "timings: every round's operations are set by public numbers (the theta step takes a "
@@ -592,8 +593,19 @@ def _privacy_line(priv: dict[str, Any]) -> str:
     return (
         f"  privacy: record-level, (epsilon, delta) = ({eps:.6g}, {priv['delta']:.3g}) per machine "
         f"against every other machine, {priv['rounds_budget']} noisy rounds (noise multiplier "
-        f"{priv['noise_multiplier']:.4g}); ledger: RDP epsilon {total['epsilon']:.4g}, PLD "
-        f"epsilon {_pld_text(total.get('pld_epsilon'))}"
+        f"{priv['noise_multiplier']:.4g}){_standardized_text(priv)}; ledger: RDP epsilon "
+        f"{total['epsilon']:.4g}, PLD epsilon {_pld_text(total.get('pld_epsilon'))}"
+    )
+
+
+def _standardized_text(priv: dict[str, Any]) -> str:
+    """The summary's words for --standardize under record privacy (empty without it)."""
+    standardization = priv.get("standardization")
+    if standardization is None:
+        return ""
+    return (
+        f" after noisy column sums for --standardize (noise multiplier "
+        f"{standardization['noise_multiplier']:.4g})"
     )
 
 
