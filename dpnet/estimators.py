@@ -128,7 +128,7 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     37). ``coef_``, ``intercept_`` and ``machine_coefs_`` are those of the columns as given.
     The starting penalty (``c=None``) is scaled by the centred design's curvature
     lambda_max(X~^T X~)/n, as public as the mean (docs/algorithms.md, "The start under label
-    privacy"). ``standardize=True`` (label privacy; default False) divides the centred
+    privacy"). ``standardize=True`` (default False) divides the centred
     columns by their standard deviation over all rows (1 for a constant column), pooled from
     the machines' moments as the mean is: the penalty then weighs the coefficients of the
     standardized columns (glmnet's ``standardize``), while ``coef_`` and ``intercept_`` stay on
@@ -141,12 +141,12 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
     ``standardize=True`` every machine first releases the sums of its rows' columns and
     squared columns (rows scaled to ``row_bound``) with Gaussian noise, and the machines fit
     the columns centred and scaled by what those released sums give, each standardized row
-    clipped to the public norm 2 sqrt(P) for the theta step; the release takes a tenth of the
-    budget's Gaussian-DP mu^2 (:data:`~dpnet.privacy.modes.STANDARDIZE_SHARE`) and the fit
-    stays exactly (``epsilon``, ``delta``)-DP (:mod:`dpnet.decentralized.columns`).
-    ``adapt_c`` (label privacy only) lets the machines change
-    c together from their shared statistics: residual balancing, then its descent in the tail
-    (docs/algorithms.md, "The descent of c in the tail").
+    clipped to a public norm (at most 2 sqrt(P), from the released values) for the theta
+    step; the release takes a tenth of the budget's Gaussian-DP mu^2
+    (:data:`~dpnet.privacy.modes.STANDARDIZE_SHARE`) and the fit stays exactly (``epsilon``,
+    ``delta``)-DP (:mod:`dpnet.decentralized.columns`). ``adapt_c`` (label privacy only) lets
+    the machines change c together from their shared statistics: residual balancing, then its
+    descent in the tail (docs/algorithms.md, "The descent of c in the tail").
 
     ``groups``: one group id per column (the columns of a group enter and leave the model
     together; default None: one group per column), ids of any sortable kind (integers or
