@@ -18,6 +18,11 @@ def _draws(gen: np.random.Generator) -> np.ndarray:
     return gen.random(8)
 
 
+def _child(k: int) -> np.random.SeedSequence:
+    """Child k of SEED, fresh (a SeedSequence counts the children it has spawned)."""
+    return np.random.SeedSequence(SEED).spawn(k + 1)[k]
+
+
 def test_seeded_layout_is_the_documented_children_of_the_seed():
     """Independent reference: numpy's own spawn tree of SeedSequence(SEED)."""
     children = np.random.SeedSequence(SEED).spawn(J + 2)
@@ -26,12 +31,14 @@ def test_seeded_layout_is_the_documented_children_of_the_seed():
         "holdout flips": np.random.default_rng(children[J + 1]),
         **{f"flips {j}": np.random.default_rng(children[j + 1]) for j in range(J)},
         **{f"folds {j}": np.random.default_rng(children[j + 1]).spawn(1)[0] for j in range(J)},
+        **{f"columns {j}": np.random.default_rng(_child(j + 1).spawn(3)[2]) for j in range(J)},
     }
     got = {
         "data": streams.data_stream(SEED),
         "holdout flips": streams.holdout_flip_stream(SEED, J),
         **{f"flips {j}": streams.machine_flip_stream(SEED, j) for j in range(J)},
         **{f"folds {j}": streams.machine_fold_stream(SEED, j) for j in range(J)},
+        **{f"columns {j}": streams.machine_columns_stream(SEED, j) for j in range(J)},
     }
     for name in expected:
         assert np.array_equal(_draws(got[name]), _draws(expected[name])), name
