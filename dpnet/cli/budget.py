@@ -24,8 +24,9 @@ def machine_spend(config: RunConfig, machine: int) -> tuple[float, float]:
     composition of what the run's ledger records for them:
 
     - its own releases: randomized response on its labels, ln(p/(1 - p)) (label privacy,
-      or record privacy with --keep-prob), and under record privacy the T noisy thetas,
-      (ε, δ) (their calibration);
+      or record privacy with --keep-prob), and under record privacy the T noisy thetas and,
+      with --standardize, the two noisy column releases: (ε, δ) together, the Gaussian-DP
+      composition their calibration makes exact (``RecordPrivacy.spend``);
     - machine 0 only: ``--baselines rdp-admm``, four fits on its raw rows, each (ε, δ) at the
       job's budget (docs/privacy.md, "The baselines of the main job");
     - machine 0 only: the held-out rows rank 0 splits off the data (or generates), disjoint
