@@ -150,11 +150,82 @@ except Terminated:
 
 def test_a_signal_raised_as_mpi_init_returns_leaves_the_rank_to_its_own_ending() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _INIT_RETURNS_SIGNALLED], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", _INIT_RETURNS_SIGNALLED], capture_output=True, text=True, timeout=300
     )
     assert (done.returncode, done.stdout) == (0, "the rank's own exit is still to come\n"), (
         done.stderr
     )
+
+
+# A stand-in MPI_Init_thread that takes ``sys.argv[2]`` s (forever: "inf") after the SIGTERM
+# that arrives as it starts, in a rank whose start-up had taken ``sys.argv[1]`` s; the signal
+# reaches the watchdog thread (the main thread blocks it, as a rank inside the C call of
+# MPI_Init would not run the handler before the call returned either).
+_SLOW_INIT = """
+import os, signal, sys, time
+import dpnet
+from dpnet.errors import Terminated
+from dpnet.network import mpi_comm
+from dpnet.run import _raise_signal
+
+started_for, init_takes, peer_timeout = (float(a) for a in sys.argv[1:4])
+dpnet.IMPORTED_AT = time.perf_counter() - started_for
+
+class Library:
+    def __init__(self, path):
+        pass
+
+    @staticmethod
+    def MPI_Init_thread(*args):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(init_takes if init_takes < 1e9 else 3600)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        return 0
+
+signal.signal(signal.SIGTERM, _raise_signal)
+mpi_comm.ctypes.CDLL = Library
+try:
+    mpi_comm.start_within(peer_timeout, rank=0)
+except Terminated:
+    print("MPI_Init returned")
+"""
+
+
+def _slow_init(started_for: float, init_takes: float, peer_timeout: float = 600.0):  # noqa: ANN202
+    began = time.monotonic()
+    args = [str(started_for), str(init_takes), str(peer_timeout)]
+    done = subprocess.run(
+        [sys.executable, "-c", _SLOW_INIT, *args], capture_output=True, text=True, timeout=300
+    )
+    return done, time.monotonic() - began
+
+
+def test_a_signalled_rank_waits_for_an_mpi_init_as_slow_as_its_start_up() -> None:
+    """Under eight CPU hogs a rank's MPI_Init outlasted the fixed 2 s grace: rank 0 exited
+    plainly, hydra killed the others and mpiexec said 9 instead of 130. The grace is as long
+    again as the rank's start-up (20 s here): an MPI_Init that returns 4 s after the signal
+    (twice the old grace) is waited for, and the rank ends through end_after_signal."""
+    done, _ = _slow_init(started_for=20.0, init_takes=4.0)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "MPI_Init returned\n", "")
+
+
+def test_a_signalled_rank_whose_mpi_init_never_returns_ends_after_its_grace() -> None:
+    """A peer gone (it left during its imports): the grace still ends the rank, with the
+    signal's code and line, after at least its start-up's length again."""
+    done, took = _slow_init(started_for=3.0, init_takes=float("inf"))
+    code, line = EXPECTED[signal.SIGTERM]
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (code, "", line)
+    assert took >= 3.0
+
+
+def test_the_grace_ends_at_the_start_up_deadline_with_the_signals_code() -> None:
+    """The grace never outlasts --peer-timeout's deadline on MPI's start-up, and a rank
+    signalled before it ends with the signal's code and line, not 5."""
+    done, took = _slow_init(started_for=300.0, init_takes=float("inf"), peer_timeout=1.0)
+    code, line = EXPECTED[signal.SIGTERM]
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (code, "", line)
+    assert took < 60.0  # the 300 s grace did not run
 
 
 # A module whose initialization, like a pybind11 extension's (scipy's, loaded on first use in
@@ -186,7 +257,7 @@ def test_a_signal_during_an_import_ends_the_job_at_once(tmp_path) -> None:  # no
         [sys.executable, "-c", _SIGNAL_DURING_AN_IMPORT, str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     said = (done.returncode, done.stdout, done.stderr.strip())
     assert said == (130, "", EXPECTED[signal.SIGINT][1])

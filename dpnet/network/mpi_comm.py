@@ -58,7 +58,7 @@ STOP_GRACE_SECONDS = 1.0  # how long a stopping machine waits for its stop notes
 
 
 WATCH_SECONDS = 0.1  # how often the start-up watchdog looks at its deadline
-SIGNAL_GRACE_SECONDS = 2.0  # how long a signalled rank waits for MPI_Init, or for rank 0's abort
+SIGNAL_GRACE_SECONDS = 2.0  # the least a signalled rank waits for MPI_Init; for rank 0's abort
 LINE_DRAIN_SECONDS = 0.3  # how long the line is given to reach the launcher before the abort
 
 
@@ -69,12 +69,11 @@ def start_within(seconds: float, rank: int) -> None:
     calls it holding the interpreter, so nothing could end it). Called through ctypes, which
     lets go of the interpreter, so a watchdog thread can; signals reach it through the
     interpreter's wakeup file descriptor (Python runs signal handlers only once the main thread
-    returns). On SIGINT / SIGTERM the rank waits up to ``SIGNAL_GRACE_SECONDS`` (rank 0; the
-    others twice as long) for MPI_Init to return, and the signal's exception is raised after
-    it, by the watchdog's note or by the signal's own handler as the call returns (either way
-    the rank ends through :func:`end_after_signal`); if it does not return, exit 130 /
-    143 and one line. Nothing to do if MPI runs already (a test process under pytest-mpi).
-    Call from the main thread."""
+    returns). On SIGINT / SIGTERM the rank waits up to :func:`signal_grace` for MPI_Init to
+    return, and the signal's exception is raised after it, by the watchdog's note or by the
+    signal's own handler as the call returns (either way the rank ends through
+    :func:`end_after_signal`); if it does not return, exit 130 / 143 and one line. Nothing to
+    do if MPI runs already (a test process under pytest-mpi). Call from the main thread."""
     if MPI.Is_initialized():
         return
     started = threading.Event()
@@ -90,15 +89,19 @@ def start_within(seconds: float, rank: int) -> None:
 
     def watchdog() -> None:
         deadline = Deadline(seconds)
+        grace: Deadline | None = None  # from the signal on
         while not started.is_set():
             readable, _, _ = select.select([wake_read], [], [], WATCH_SECONDS)
             if readable and not started.is_set():
-                signalled.append(signal_exception(os.read(wake_read, 1)[0]))
-                # the others left during their imports: rank 0 ends first, with the line
-                # (the launcher may kill the ranks still waiting once one has ended)
-                if not started.wait(SIGNAL_GRACE_SECONDS * (1 if rank == 0 else 2)):
-                    end(*interrupted_exit(signalled[0]))
-            if deadline.expired() and not started.is_set():
+                signum = os.read(wake_read, 1)[0]
+                if not signalled:  # a second signal changes nothing
+                    signalled.append(signal_exception(signum))
+                    grace = Deadline(signal_grace(rank))
+            if started.is_set():
+                return
+            if grace is not None and (grace.expired() or deadline.expired()):
+                end(*interrupted_exit(signalled[0]))  # the signal, not the peer deadline
+            if deadline.expired():
                 end(
                     EXIT_PEER_FAULT,
                     f"dpnet: machine {rank}: not every machine started MPI within {seconds:g} s "
@@ -123,6 +126,31 @@ def start_within(seconds: float, rank: int) -> None:
         raise RuntimeError(f"MPI_Init_thread failed with error code {code}")
     if signalled:
         raise signalled[0]
+
+
+def signal_grace(rank: int) -> float:
+    """How long a rank signalled inside MPI_Init waits for it to return: as long again as its
+    start-up had taken when the signal came (since dpnet was imported: the process's own
+    start-up under ``python -m dpnet.run``), at least ``SIGNAL_GRACE_SECONDS``; ranks other
+    than 0 twice that, so that rank 0 ends first, with the line.
+
+    What the wait is for: mpiexec signals every rank, and a rank still importing ends at once,
+    plainly (it has no MPI to abort); MPI_Init on the others can then never return, and
+    without the grace they would wait for the whole start-up deadline (``--peer-timeout``) and
+    exit 5. What the grace must not do is end a rank whose MPI_Init was still going to
+    return: a rank that exits plainly once MPI_Init has begun is taken for a crash by hydra,
+    which kills the others (mpiexec says 9). A live peer was started with this rank and is
+    doing the same work, so it reaches the end of MPI_Init within about as long as this rank
+    has taken so far however loaded the host is (the rest of its MPI_Init if it was signalled
+    there; its imports too if it was not signalled at all). A fixed 2 s was not: under eight CPU
+    hogs on two cores one rank's MPI_Init outlasted it by seconds while the host gave each
+    process a tenth of a core. The price is paid only when a peer is really gone: the job then
+    ends after the start-up's length again (rank 0; twice that for the others), never after
+    the start-up deadline, with the signal's exit code and line."""
+    import dpnet  # the package's import time, set before anything else loads
+
+    started_for = max(0.0, time.perf_counter() - dpnet.IMPORTED_AT)
+    return max(SIGNAL_GRACE_SECONDS, started_for) * (1 if rank == 0 else 2)
 
 
 def end_after_signal(code: int, line: str, rank: int) -> None:
