@@ -64,7 +64,7 @@ from dpnet.penalties.group import (
     selected_groups,
 )
 from dpnet.privacy.budget import BudgetAccountant, charge
-from dpnet.privacy.leaks import PrivacyLeakWarning
+from dpnet.privacy.leaks import PrivacyLeakWarning, WarnsOnRawScore
 from dpnet.privacy.modes import (
     DEFAULT_DELTA,
     DEFAULT_EPSILON,
@@ -100,7 +100,7 @@ def _accountant_entry(
     }
 
 
-class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
+class DecentralizedGroupLassoLogistic(WarnsOnRawScore, ClassifierMixin, ConstrainedEstimator):
     """Group-lasso logistic regression fitted by J simulated machines on a graph.
 
     Minimises F(beta, b) = (1/n) sum_i log(1 + exp(-y_i (x_i^T beta + b)))
@@ -514,28 +514,20 @@ class DecentralizedGroupLassoLogistic(ClassifierMixin, ConstrainedEstimator):
         check_is_fitted(self)
         return self.classes_[(self.decision_function(X) >= 0).astype(int)]
 
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Mean accuracy of :meth:`predict` on ``X`` against ``y`` as given (scikit-learn's).
+    _private_score_remedy = (
+        "use dpnet.metrics.PrivateAccuracyScorer(epsilon) to score them privately"
+    )
 
-        After a private fit (finite ``epsilon``) it warns
+    def _score_reads(self) -> str | None:
+        """``score`` (:class:`~dpnet.privacy.leaks.WarnsOnRawScore`) is scikit-learn's accuracy
+        on the labels as given; after a private fit (finite ``epsilon``) it warns
         :class:`~dpnet.privacy.PrivacyLeakWarning`: the accuracy is a function of the raw
-        labels ``y`` (and under record privacy of the raw rows ``X``), released without
-        noise, so if these rows are private (a cross-validation fold, GridSearchCV's default
-        scoring) neither it nor what is chosen by it is covered. Score private rows with
-        :class:`dpnet.metrics.PrivateAccuracyScorer`; on rows you know to be public,
-        filter the warning. The warning depends on the parameters only, never on the data."""
+        labels ``y`` (and under record privacy of the raw rows ``X``). Score private rows with
+        :class:`dpnet.metrics.PrivateAccuracyScorer`."""
         check_is_fitted(self)
-        if self.privacy_["epsilon"] is not None:  # a private fit (None: epsilon = inf)
-            read = "rows X and labels y" if "row_bound" in self.privacy_ else "labels y"
-            warnings.warn(
-                f"score compares the predictions with the {read} as given: if these are "
-                "private rows (a cross-validation fold, a split of the training data) the "
-                "score is not covered by the guarantee; use "
-                "dpnet.metrics.PrivateAccuracyScorer(epsilon) to score them privately",
-                PrivacyLeakWarning,
-                stacklevel=2,
-            )
-        return float(super().score(X, y, sample_weight=sample_weight))
+        if self.privacy_["epsilon"] is None:  # epsilon = inf: not private
+            return None
+        return "rows X and labels y" if "row_bound" in self.privacy_ else "labels y"
 
     def _private_inputs(self) -> frozenset[str]:
         """What the guarantee of a fit with these parameters protects, from the parameters

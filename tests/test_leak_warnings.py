@@ -13,7 +13,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from scipy import stats
+from sklearn.base import RegressorMixin, clone
 from sklearn.feature_selection import SelectKBest
+from sklearn.metrics import r2_score
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import (
@@ -25,6 +27,14 @@ from sklearn.preprocessing import (
 )
 
 from devtools.audit import extreme_rows, max_sensitivity, replace_one_pairs
+from dpnet.baselines.median import DPMedianRegressor
+from dpnet.baselines.rdp_admm import (
+    ADMMObjPClassifier,
+    DPADMMClassifier,
+    DPSGDClassifier,
+    MPADMMClassifier,
+    SSADMMClassifier,
+)
 from dpnet.errors import PrivacyError
 from dpnet.estimators import DecentralizedGroupLassoLogistic
 from dpnet.metrics import PrivateAccuracyScorer
@@ -36,6 +46,7 @@ from dpnet.pipeline import (
 )
 from dpnet.privacy import BudgetAccountant, BudgetExceeded, PrivacyLeakWarning, default_accountant
 from dpnet.privacy.discrete import MAX_COUNT_EPSILON, laplace_grid
+from dpnet.privacy.leaks import WarnsOnRawScore
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 FAST = {"backend": "simulated", "max_rounds": 5, "n_machines": 2, "classes": (0, 1)}
@@ -70,6 +81,58 @@ def test_score_after_a_private_fit_warns_and_is_the_plain_accuracy(mode, read):
         accuracy = model.score(X, y)
     assert record[0].filename == __file__  # points at the caller
     assert accuracy == np.mean(model.predict(X) == y)
+
+
+BASELINES = [
+    DPMedianRegressor(method="irls", epsilon=1.0, random_state=0),
+    DPMedianRegressor(method="coordinate", y_bound=10.0, n_splits=2, random_state=0),
+    SSADMMClassifier(epsilon=1.0, random_state=0),
+    DPSGDClassifier(epsilon=1.0, random_state=0),
+    MPADMMClassifier(epsilon=1.0, random_state=0),
+    DPADMMClassifier(epsilon=1.0, random_state=0),
+    ADMMObjPClassifier(epsilon=1.0, random_state=0),
+]
+NOT_PRIVATE = [DPMedianRegressor(method="exact"), SSADMMClassifier(epsilon=None, random_state=0)]
+
+
+def _baseline_data(model: object) -> tuple[np.ndarray, np.ndarray]:
+    X, y = _data()
+    if isinstance(model, RegressorMixin):
+        return X, X @ np.array([1.0, -0.5, 0.2]) + 0.1 * np.random.default_rng(1).standard_normal(
+            60
+        )
+    return X, y
+
+
+def test_every_estimator_scores_through_the_one_warning():
+    """One helper, not a copy: the estimator's and every baseline's score is the mixin's."""
+    for model in [DecentralizedGroupLassoLogistic(), *BASELINES]:
+        assert type(model).score is WarnsOnRawScore.score
+
+
+@pytest.mark.parametrize("model", BASELINES, ids=lambda m: type(m).__name__)
+def test_a_baselines_score_after_a_private_fit_warns_and_is_sklearns(model):
+    """The single-node baselines (papers 1 and 2) protect whole rows; their scikit-learn score
+    reads the rows and labels as given, so after a private fit it warns as the estimator's."""
+    X, y = _baseline_data(model)
+    model = clone(model).fit(X, y)
+    with pytest.warns(PrivacyLeakWarning, match="rows X and labels y as given") as record:
+        value = model.score(X, y)
+    assert record[0].filename == __file__  # points at the caller
+    predicted = model.predict(X)
+    plain = r2_score(y, predicted) if isinstance(model, RegressorMixin) else np.mean(predicted == y)
+    assert value == pytest.approx(plain, abs=0, rel=1e-12)
+    remedy = "no private R^2" if isinstance(model, RegressorMixin) else "PrivateAccuracyScorer"
+    assert remedy in str(record[0].message)
+
+
+@pytest.mark.parametrize("model", NOT_PRIVATE, ids=lambda m: type(m).__name__)
+def test_a_baselines_score_after_a_fit_that_is_not_private_does_not_warn(model):
+    X, y = _baseline_data(model)
+    model = clone(model).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        model.score(X, y)
 
 
 def test_score_after_a_fit_that_is_not_private_does_not_warn():

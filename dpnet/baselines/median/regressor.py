@@ -42,6 +42,7 @@ from dpnet.params import (
 )
 from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.clipping import clip_values
+from dpnet.privacy.leaks import WarnsOnRawScore
 from dpnet.privacy.ledger import PrivacyLedger
 
 METHODS = ("objective", "irls", "coordinate", "exact")
@@ -70,7 +71,7 @@ def _validated(est: BaseEstimator, X: Any, y: Any = None, *, reset: bool) -> Any
         raise DataError(str(exc)) from None
 
 
-class DPMedianRegressor(RegressorMixin, ConstrainedEstimator):
+class DPMedianRegressor(WarnsOnRawScore, RegressorMixin, ConstrainedEstimator):
     """Differentially private median (LAD) regression, a scikit-learn regressor.
 
     method: "objective" (Alg. 1, objective perturbation of the Huber-smoothed loss, width
@@ -179,6 +180,14 @@ class DPMedianRegressor(RegressorMixin, ConstrainedEstimator):
         init_array = not isinstance(self.init, str)
         if init_array and (np.shape(self.init) != (d + 1,) or not np.all(np.isfinite(self.init))):
             raise ConfigError(f"init array must be finite with shape ({d + 1},) = (mu, beta)")
+
+    _private_score_remedy = "score only rows you know to be public (dpnet has no private R^2)"
+
+    def _score_reads(self) -> str | None:
+        """``score`` is scikit-learn's R^2 on the rows as given; after a DP method (all but
+        "exact") it warns :class:`~dpnet.privacy.PrivacyLeakWarning` (the guarantee protects
+        whole rows: :class:`~dpnet.privacy.leaks.WarnsOnRawScore`)."""
+        return None if self.method == "exact" else "rows X and labels y"
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any, ledger: PrivacyLedger | None = None) -> DPMedianRegressor:

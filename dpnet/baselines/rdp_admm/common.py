@@ -34,6 +34,7 @@ from dpnet.params import (
 from dpnet.penalties.l1 import soft_threshold
 from dpnet.privacy.budget import BudgetAccountant, charge
 from dpnet.privacy.clipping import clip_rows_l2
+from dpnet.privacy.leaks import WarnsOnRawScore
 from dpnet.privacy.mechanisms import gaussian_mechanism
 
 LOSS_NAMES = ("logistic", "huberized_hinge")
@@ -167,7 +168,7 @@ def _logistic(estimator: DPLinearClassifier) -> bool:
     return estimator.loss == "logistic"
 
 
-class DPLinearClassifier(ClassifierMixin, ConstrainedEstimator):
+class DPLinearClassifier(WarnsOnRawScore, ClassifierMixin, ConstrainedEstimator):
     """Base of the five classifiers: a binary scikit-learn classifier with decision function
     s^T w (no intercept: add a constant column to the features).
 
@@ -194,6 +195,7 @@ class DPLinearClassifier(ClassifierMixin, ConstrainedEstimator):
     coef_: np.ndarray
     classes_: np.ndarray
     loss: str
+    epsilon: float | None
     accountant: BudgetAccountant | None
     privacy_: dict[str, Any]
 
@@ -230,6 +232,16 @@ class DPLinearClassifier(ClassifierMixin, ConstrainedEstimator):
         """classes_[1] where s^T coef_ > 0, else classes_[0]."""
         positive = self.decision_function(X) > 0
         return self.classes_[positive.astype(int)]
+
+    _private_score_remedy = (
+        "use dpnet.metrics.PrivateAccuracyScorer(epsilon) to score them privately"
+    )
+
+    def _score_reads(self) -> str | None:
+        """``score`` is scikit-learn's accuracy on the rows as given; with a finite
+        ``epsilon`` it warns :class:`~dpnet.privacy.PrivacyLeakWarning` (the guarantee
+        protects whole rows: :class:`~dpnet.privacy.leaks.WarnsOnRawScore`)."""
+        return None if self.epsilon is None else "rows X and labels y"
 
     def _charge(self) -> None:
         """Charge this fit's guarantee (``privacy_``, known before the training loop) to the
