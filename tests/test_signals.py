@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -192,37 +193,45 @@ except Terminated:
 """
 
 
-def _slow_init(started_for: float, init_takes: float, peer_timeout: float = 600.0):  # noqa: ANN202
+def _slow_init(cwd, started_for: float, init_takes: float, peer_timeout: float = 600.0):  # noqa: ANN001, ANN202
+    """Run _SLOW_INIT in ``cwd`` (away from any checkout; dpnet from PYTHONPATH)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     began = time.monotonic()
     args = [str(started_for), str(init_takes), str(peer_timeout)]
     done = subprocess.run(
-        [sys.executable, "-c", _SLOW_INIT, *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", _SLOW_INIT, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=env,
     )
     return done, time.monotonic() - began
 
 
-def test_a_signalled_rank_waits_for_an_mpi_init_as_slow_as_its_start_up() -> None:
+def test_a_signalled_rank_waits_for_an_mpi_init_as_slow_as_its_start_up(tmp_path) -> None:  # noqa: ANN001
     """Under eight CPU hogs a rank's MPI_Init outlasted the fixed 2 s grace: rank 0 exited
     plainly, hydra killed the others and mpiexec said 9 instead of 130. The grace is as long
     again as the rank's start-up (20 s here): an MPI_Init that returns 4 s after the signal
     (twice the old grace) is waited for, and the rank ends through end_after_signal."""
-    done, _ = _slow_init(started_for=20.0, init_takes=4.0)
+    done, _ = _slow_init(tmp_path, started_for=20.0, init_takes=4.0)
     assert (done.returncode, done.stdout, done.stderr) == (0, "MPI_Init returned\n", "")
 
 
-def test_a_signalled_rank_whose_mpi_init_never_returns_ends_after_its_grace() -> None:
+def test_a_signalled_rank_whose_mpi_init_never_returns_ends_after_its_grace(tmp_path) -> None:  # noqa: ANN001
     """A peer gone (it left during its imports): the grace still ends the rank, with the
     signal's code and line, after at least its start-up's length again."""
-    done, took = _slow_init(started_for=3.0, init_takes=float("inf"))
+    done, took = _slow_init(tmp_path, started_for=3.0, init_takes=float("inf"))
     code, line = EXPECTED[signal.SIGTERM]
     assert (done.returncode, done.stdout, done.stderr.strip()) == (code, "", line)
     assert took >= 3.0
 
 
-def test_the_grace_ends_at_the_start_up_deadline_with_the_signals_code() -> None:
+def test_the_grace_ends_at_the_start_up_deadline_with_the_signals_code(tmp_path) -> None:  # noqa: ANN001
     """The grace never outlasts --peer-timeout's deadline on MPI's start-up, and a rank
     signalled before it ends with the signal's code and line, not 5."""
-    done, took = _slow_init(started_for=300.0, init_takes=float("inf"), peer_timeout=1.0)
+    done, took = _slow_init(tmp_path, started_for=300.0, init_takes=float("inf"), peer_timeout=1.0)
     code, line = EXPECTED[signal.SIGTERM]
     assert (done.returncode, done.stdout, done.stderr.strip()) == (code, "", line)
     assert took < 60.0  # the 300 s grace did not run
