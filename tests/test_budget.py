@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import copy
 import math
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +27,7 @@ from dpnet.baselines.rdp_admm import (
     SSADMMClassifier,
 )
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.privacy import BudgetAccountant, BudgetExceeded
+from dpnet.privacy import BudgetAccountant, BudgetExceeded, PrivacyLeakWarning
 
 
 def test_charges_add_up_to_the_cap_and_no_further() -> None:
@@ -116,3 +122,69 @@ def test_the_fits_a_grid_search_cannot_afford_fail_loudly():
     with pytest.warns(FitFailedWarning, match="BudgetExceeded"), pytest.raises(BudgetExceeded):
         GridSearchCV(model, {"lam": [0.05, 0.5]}, cv=3).fit(X, y)
     assert len(budget.charges) == 3 and budget.spent[0] == pytest.approx(3.0)
+
+
+# GridSearchCV(n_jobs=2) fits pickled copies of the estimator, its accountant included, in loky
+# worker processes: their charges never reach the caller's accountant (before: silently)
+_GRID_IN_WORKERS = """
+import sys
+import numpy as np
+from sklearn.model_selection import GridSearchCV
+from dpnet.estimators import DecentralizedGroupLassoLogistic
+from dpnet.privacy import BudgetAccountant
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((40, 3))
+y = (X[:, 0] - X[:, 1] > 0).astype(int)
+budget = BudgetAccountant(100.0)
+model = DecentralizedGroupLassoLogistic(
+    epsilon=1.0, backend="simulated", max_rounds=5, n_machines=2, classes=(0, 1),
+    random_state=0, accountant=budget,
+)
+GridSearchCV(model, {"lam": [0.05, 0.5]}, cv=2, n_jobs=int(sys.argv[1])).fit(X, y)
+print(len(budget.charges))
+"""
+
+
+_AWAY = "with a copy of an accountant made in process"
+
+
+def _grid_search(tmp_path: Path, n_jobs: int) -> subprocess.CompletedProcess:
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-c", _GRID_IN_WORKERS, str(n_jobs)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # away from any checkout: dpnet from PYTHONPATH
+        env=env,
+        timeout=900,  # imports in three interpreters, on a loaded host
+        check=True,
+    )
+
+
+@pytest.mark.timeout(960)  # above the subprocess's 900 s
+def test_fits_in_worker_processes_warn_that_the_accountant_did_not_see_them(tmp_path):
+    """The 2 x 2 cross-validation fits run in the workers: each warns once, with the remedy;
+    the caller's accountant holds the refit's charge only (the under-count, now said)."""
+    done = _grid_search(tmp_path, n_jobs=2)
+    warned = [line for line in done.stderr.splitlines() if _AWAY in line]
+    assert len(warned) == 4, done.stderr  # (score's own PrivacyLeakWarning is another)
+    assert all("PrivacyLeakWarning" in line for line in warned)
+    assert all("n_jobs=1" in line and "privacy_" in line for line in warned)
+    assert done.stdout == "1\n"
+
+
+@pytest.mark.timeout(960)
+def test_fits_in_the_callers_process_charge_its_accountant_without_a_warning(tmp_path):
+    done = _grid_search(tmp_path, n_jobs=1)
+    assert _AWAY not in done.stderr
+    assert done.stdout == "5\n"  # 2 x 2 fits and the refit
+
+
+def test_an_accountant_unpickled_in_its_own_process_charges_without_a_warning():
+    copy_here = pickle.loads(pickle.dumps(BudgetAccountant(2.0)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        copy_here.charge(1.0, 0.0, label="fit")
+    assert copy_here.spent == (1.0, 0.0)

@@ -17,20 +17,30 @@ same basic composition (``spent``), so a search of many fits is not silent. A fi
 ε = inf charges it nothing (there is no guarantee to add). A fit given an accountant charges
 that one only. ``reset()`` forgets the charges (not the privacy loss they stand for). The
 default is per process: fits that scikit-learn runs in worker processes (``n_jobs`` with the
-loky backend) charge those processes' defaults, not the caller's.
+loky backend) charge those processes' defaults, not the caller's. An accountant given to such
+a fit reaches the worker as a copy (pickled): the charge lands on the copy and the caller's
+accountant never sees it, nor does the copy see the other workers' fits. Each accountant knows
+the process it was made in, and a charge made in another process warns
+:class:`~dpnet.privacy.leaks.PrivacyLeakWarning` once per fit, with the remedy: ``n_jobs=1``,
+or sum the spends from each fit's ``privacy_``.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from dpnet.errors import PrivacyError
+from dpnet.privacy.leaks import PrivacyLeakWarning
 from dpnet.privacy.relations import canonical_relation
 
 SLACK = 1e-12  # relative: a cap met exactly by sums of rounded epsilons is not exceeded
+_AWAY_FITS = itertools.count(1)  # fits in this process that charged another process's accountant
 
 
 class BudgetExceeded(PrivacyError):
@@ -101,6 +111,8 @@ class BudgetAccountant(PicklableLock):
     ``epsilon = inf`` (with ``delta = inf``) is no cap: the accountant only sums (the
     :func:`default_accountant`). Charging and resetting are thread-safe."""
 
+    _home_pid: int | None = None  # the process it was made in (None: unpickled from before)
+
     def __deepcopy__(self, memo: dict) -> BudgetAccountant:
         """Itself: one budget shared by every copy (scikit-learn's ``clone``, GridSearchCV's
         fits), or each copy would have a cap of its own."""
@@ -111,6 +123,7 @@ class BudgetAccountant(PicklableLock):
         self._charges: list[Charge] = []
         self._spent = (0.0, 0.0)  # (Σ ε, Σ δ), kept with the charges: O(1) a charge
         self._lock = threading.Lock()
+        self._home_pid = os.getpid()  # kept by pickling: a copy in a worker knows it is one
 
     def __repr__(self) -> str:
         epsilon, delta = self.spent
@@ -150,16 +163,36 @@ class BudgetAccountant(PicklableLock):
         with self._lock:  # the check and the append at once: no two fits share what is left
             spent_epsilon, spent_delta = self._spent
             cost = (charge.epsilon, charge.delta)
-            if within_cap(self._spent, cost, (self.epsilon, self.delta)):
+            accepted = within_cap(self._spent, cost, (self.epsilon, self.delta))
+            if accepted:
                 self._charges.append(charge)
                 self._spent = composed(self._spent, cost)
-                return charge
+        if accepted:
+            if self._home_pid not in (None, os.getpid()):
+                self._warn_away_from_home(charge)
+            return charge
         left_epsilon = max(self.epsilon - spent_epsilon, 0.0)
         left_delta = max(self.delta - spent_delta, 0.0)
         raise BudgetExceeded(
             f"{label} needs epsilon = {charge.epsilon:.6g}, delta = {charge.delta:.3g} "
             f"(replace-one); the accountant has epsilon = {left_epsilon:.6g}, "
             f"delta = {left_delta:.3g} left of its cap ({self.epsilon:g}, {self.delta:g})"
+        )
+
+    def _warn_away_from_home(self, charge: Charge) -> None:
+        """A charge made in another process than the one this accountant was made in (a copy
+        pickled to a worker: GridSearchCV(n_jobs=2), cross_validate(n_jobs=2); or a fork):
+        the caller's accountant never sees it. Silent, that was an under-count; warned once per
+        fit (the message counts these fits, so Python's default filter, which shows a message
+        once per place, shows each fit's)."""
+        warnings.warn(
+            f"{charge.label} ran in process {os.getpid()} (its fit {next(_AWAY_FITS)} there "
+            f"to do so) with a copy of an accountant made in process {self._home_pid}: its "
+            f"charge (epsilon = {charge.epsilon:.6g}, delta = {charge.delta:.3g}) reached the "
+            "copy only, not your accountant, and the cap was checked against the copy only; "
+            "fit with n_jobs=1, or sum the spends yourself from each fit's privacy_ attribute",
+            PrivacyLeakWarning,
+            stacklevel=4,
         )
 
     def reset(self) -> None:
