@@ -394,11 +394,10 @@ def network_decision(
     balancing (paused within ADAPT_FLOOR x tol), with no more than ``adapt_unseen`` changes in
     one direction that the statistics of ``done_round`` do not reflect yet; where balancing
     leaves c (or has paused), the descent may begin (:func:`may_descend`). The descent begins
-    and goes on within ADAPT_FLOOR x tol, where a large network's tail crawls (the
-    1,000-machine random-regular job: balancing pauses from round 105, before the descent could
-    begin, and the tail at the c balancing left took 847 rounds; 487 with the descent), but
-    halves c only above DESCENT_FLOOR x tol: nearer, a halving costs more rounds than it saves
-    (10,000 machines: 427 -> 480 rounds). A change made at the end of round t shows in the
+    and goes on within ADAPT_FLOOR x tol, where a large network's tail crawls (balancing
+    pauses there before the descent could begin; benchmarks/penalty_tail.py measures it), but
+    halves c only above DESCENT_FLOOR x tol: nearer, a halving costs more rounds than it
+    saves. A change made at the end of round t shows in the
     statistics of rounds > t, which arrive 2H rounds late: on a long path the residuals of one
     regime would otherwise drive many changes (a 256-ring doubled c 25 times before the first
     doubling was seen; docs/algorithms.md)."""
