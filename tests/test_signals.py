@@ -117,18 +117,9 @@ def test_mpi_signal_to_ranks_in_rounds(tmp_path, signum, ranks) -> None:  # noqa
     assert done.stdout == "" and not out.exists() and processes_left(done.session) == []
 
 
-# A stand-in MPI_Init_thread, in a process of its own: SIGTERM arrives while it waits, and the
-# signal handler entry() installs raises Terminated when the call returns (here: from inside
-# the wait, as Python runs handlers after an interrupted sleep). The watchdog must then stand
-# down: the rank ends through end_after_signal (MPI_Abort in a started world), not by the
-# watchdog's plain exit a grace later, which hydra takes for a crash (it killed the others and
-# mpiexec said exit 9: seen once in tests/test_chaos.py's terminate-in-start-up case).
-_INIT_RETURNS_SIGNALLED = """
-import os, signal, time
-from dpnet.errors import Terminated
-from dpnet.network import mpi_comm
-from dpnet.run import _raise_signal
-
+# The stand-in libmpi of the scripts below (mpi_comm loads libmpi through ctypes.CDLL): its
+# MPI_Init_thread is signalled (SIGTERM) as it starts and returns INIT_TAKES s later.
+_STAND_IN_MPI = """
 class Library:
     def __init__(self, path):
         pass
@@ -136,17 +127,38 @@ class Library:
     @staticmethod
     def MPI_Init_thread(*args):
         os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.3)
+        time.sleep(INIT_TAKES)
         return 0
 
-signal.signal(signal.SIGTERM, _raise_signal)
 mpi_comm.ctypes.CDLL = Library
+"""
+
+
+# A stand-in MPI_Init_thread, in a process of its own: SIGTERM arrives while it waits, and the
+# signal handler entry() installs raises Terminated when the call returns (here: from inside
+# the wait, as Python runs handlers after an interrupted sleep). The watchdog must then stand
+# down: the rank ends through end_after_signal (MPI_Abort in a started world), not by the
+# watchdog's plain exit a grace later, which hydra takes for a crash (it killed the others and
+# mpiexec said exit 9: seen once in tests/test_chaos.py's terminate-in-start-up case).
+_INIT_RETURNS_SIGNALLED = (
+    """
+import os, signal, time
+from dpnet.errors import Terminated
+from dpnet.network import mpi_comm
+from dpnet.run import _raise_signal
+
+INIT_TAKES = 0.3
+"""
+    + _STAND_IN_MPI
+    + """
+signal.signal(signal.SIGTERM, _raise_signal)
 try:
     mpi_comm.start_within(60.0, rank=0)
 except Terminated:
     time.sleep(2 * mpi_comm.SIGNAL_GRACE_SECONDS)
     print("the rank's own exit is still to come")
 """
+)
 
 
 def test_a_signal_raised_as_mpi_init_returns_leaves_the_rank_to_its_own_ending() -> None:
@@ -163,7 +175,8 @@ def test_a_signal_raised_as_mpi_init_returns_leaves_the_rank_to_its_own_ending()
 # Python handler does nothing here (a rank inside the C call of MPI_Init runs no handler before
 # the call returns; a raising handler would end this Python stand-in early, whenever the
 # watchdog thread took the signal first): what the rank learns, it learns from the watchdog.
-_SLOW_INIT = """
+_SLOW_INIT = (
+    """
 import os, signal, sys, time
 import dpnet
 from dpnet.errors import Terminated
@@ -171,24 +184,17 @@ from dpnet.network import mpi_comm
 
 started_for, init_takes, peer_timeout = (float(a) for a in sys.argv[1:4])
 dpnet.IMPORTED_AT = time.perf_counter() - started_for
-
-class Library:
-    def __init__(self, path):
-        pass
-
-    @staticmethod
-    def MPI_Init_thread(*args):
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(init_takes if init_takes < 1e9 else 3600)
-        return 0
-
+INIT_TAKES = init_takes if init_takes < 1e9 else 3600
+"""
+    + _STAND_IN_MPI
+    + """
 signal.signal(signal.SIGTERM, lambda signum, frame: None)
-mpi_comm.ctypes.CDLL = Library
 try:
     mpi_comm.start_within(peer_timeout, rank=0)
 except Terminated:
     print("MPI_Init returned")
 """
+)
 
 
 def _slow_init(cwd, started_for: float, init_takes: float, peer_timeout: float = 600.0):  # noqa: ANN001, ANN202
