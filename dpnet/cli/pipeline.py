@@ -237,9 +237,7 @@ def _own_shards(world: World, config: RunConfig) -> tuple[list[RawShard], SetUp 
         [
             (
                 (o.n_samples, o.groups.tolist(), o.feature_names),
-                column_part(
-                    mode, o.X, world.size, machine, config.seed, standardize=config.standardize
-                ),
+                column_part(mode, o.X, world.size, machine, config.seed),
             )
             for machine, o in zip(world.machines, own, strict=True)
         ]

@@ -292,21 +292,15 @@ released sums (record privacy with standardization)."""
 
 
 def column_part(
-    mode: PrivacyMode,
-    X: np.ndarray,
-    n_machines: int,
-    rank: int,
-    seed: int | None,
-    *,
-    standardize: bool = False,
+    mode: PrivacyMode, X: np.ndarray, n_machines: int, rank: int, seed: int | None
 ) -> ColumnPart | None:
     """Machine ``rank``'s part of the fit's :class:`PublicColumns` from its rows ``X``: under a
     mode whose features are public its :class:`ColumnMoments`; under record privacy with
-    standardization its :func:`release_column_sums` (``seed``: its stream's); else None."""
+    standardization (the mode's) its :func:`release_column_sums` (``seed``: its stream's);
+    else None."""
     if mode.features_public:
         return ColumnMoments.of(X, n_machines)
     if isinstance(mode, RecordPrivacy) and mode.standardize:
-        assert standardize  # the mode was made from the same settings
         return release_column_sums(X, mode, rank, seed)
     return None
 
@@ -343,8 +337,5 @@ def public_columns(
     """The fit's :class:`PublicColumns` from every machine's rows (one process holds them all:
     the estimator, or rank 0 of a job that splits one data set, which releases machine j's
     sums with machine j's stream), or None (:func:`pooled_columns`)."""
-    parts = [
-        column_part(mode, x, len(rows), rank, seed, standardize=standardize)
-        for rank, x in enumerate(rows)
-    ]
+    parts = [column_part(mode, x, len(rows), rank, seed) for rank, x in enumerate(rows)]
     return pooled_columns(mode, parts, n_total, standardize=standardize)
