@@ -28,11 +28,13 @@ from dpnet.data.partition import split_rows
 from dpnet.decentralized import boundary, columns
 from dpnet.decentralized.machine import privacy_ledger
 from dpnet.estimators import DecentralizedGroupLassoLogistic
+from dpnet.privacy.budget import BudgetAccountant
 from dpnet.privacy.budget_file import read_budget
 from dpnet.privacy.discrete import gaussian_grid
 from dpnet.privacy.gaussian import composed_gaussian_delta, gaussian_sigma
 from dpnet.privacy.modes import CLI, STANDARDIZE_SHARE, RecordPrivacy, privacy_mode
 from dpnet.run import main
+from tests.varied_randomness import fixed_column_sums, fixed_theta
 
 R = 3.0
 
@@ -320,3 +322,28 @@ def test_standardizing_a_badly_scaled_problem_fits_a_better_model():
         found[standardize] = (np.mean(cosines), np.mean(accuracies))
     assert found[True][0] > found[False][0] + 0.05, found
     assert found[True][1] > found[False][1] + 0.02, found
+
+
+def test_one_raw_record_changes_nothing_the_estimator_releases_with_standardize(monkeypatch):
+    """The estimator's front door (privacy="record", standardize=True) with the released
+    column sums and thetas held fixed (tests.varied_randomness's stand-ins): one raw record
+    replaced (its row far beyond the bound, its label flipped) changes no fitted attribute."""
+    monkeypatch.setattr(boundary, "release_column_sums", fixed_column_sums)
+    monkeypatch.setattr(boundary, "release_theta", fixed_theta)
+    X, y = _badly_scaled(1, 240)
+
+    def fitted(X: np.ndarray, y: np.ndarray) -> dict[str, str]:
+        # an accountant of its own: the process's default one would sum both fits
+        model = DecentralizedGroupLassoLogistic(
+            privacy="record", row_bound=20.0, epsilon=2.0, n_machines=3, max_rounds=8,
+            random_state=7, standardize=True, classes=(0, 1),
+            accountant=BudgetAccountant(math.inf, math.inf),
+        ).fit(X, y)  # fmt: skip
+        return {k: repr(v) for k, v in vars(model).items() if k.endswith("_")}
+
+    X2, y2 = X.copy(), y.copy()
+    X2[100] = -50.0 * X2[100]
+    y2[100] = 1 - y2[100]
+    before, after = fitted(X, y), fitted(X2, y2)
+    assert before.keys() == after.keys() and "coef_" in before
+    assert {k for k in before if before[k] != after[k]} == set()
