@@ -221,7 +221,8 @@ def replay_centers(theta_known: np.ndarray, c: float) -> np.ndarray:
         for t in range(T):
             z = z_update(theta[edges.col], V, z, c, GROUPS, edges)
             z_edge = a * z[edges.row] + (1 - a) * theta[edges.col]
-            centers[t] = edges.row_sum(z_edge[edges.rev] + V[edges.rev] / c) / edges.degree[:, None]
+            rows = z_edge[edges.rev] + V[edges.rev] / c
+            centers[t] = np.add.reduceat(rows, edges.ptr[:-1], axis=0) / edges.degree[:, None]
             theta = theta_known[t]
             V = V + c * (z_edge - theta[edges.col])
     return centers

@@ -145,12 +145,12 @@ def entry() -> None:
     signal.signal(signal.SIGTERM, _exit_now)
     try:
         from dpnet.cli.command import main
-        from dpnet.decentralized import compile_newton_kernel
+        from dpnet.decentralized import compile_kernels
 
         # numba's and LLVM's start-up (and, on a first run, the compilation) while a signal
         # still ends the process at once: interrupted inside them, LLVM's initialization
         # failed with an ImportError ("rank 0 failed") instead of the interrupt
-        compile_newton_kernel()
+        compile_kernels()
         if not sigint_ignored:
             signal.signal(signal.SIGINT, _raise_signal)
         signal.signal(signal.SIGTERM, _raise_signal)

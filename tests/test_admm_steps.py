@@ -13,11 +13,12 @@ from dpnet.decentralized import (
     LocalData,
     NewtonThetaStep,
     StackedShards,
+    _edges,
     run_machine,
 )
 from dpnet.decentralized.admm import StepClock, balance_penalty
 from dpnet.decentralized.block import BlockEdges
-from dpnet.decentralized.steps import dual_update, z_update
+from dpnet.decentralized.steps import z_update
 from dpnet.decentralized.theta import NO_ANCHORS, gradient_thetas
 from dpnet.losses import Logistic, UnbiasedLogistic
 from dpnet.network import run_in_process
@@ -109,18 +110,25 @@ def test_the_newton_theta_step_matches_scipy(loss):
 
 
 def test_dual_copies_stay_equal_on_both_ends_of_an_edge():
+    """Machines i and j, each a block of one with rows [i, j], relax and step their copies of
+    V_ij and V_ji from the same numbers: bitwise equal, over-relaxed or not."""
     c, dim = 0.3, 4
-    z_i, z_j, t_i, t_j = (RNG.standard_normal(dim) for _ in range(4))
-    # machine i holds V_ij (its out-copy for theta_j); machine j holds the in-copy of V_ij
-    out_i = np.zeros((2, dim))
-    in_i = np.zeros((2, dim))
-    out_j = np.zeros((2, dim))
-    in_j = np.zeros((2, dim))
-    # nbhd order on i: [i, j]; on j: [i, j]
-    dual_update(out_i, in_i, z_i, np.stack([z_i, z_j]), t_i, np.stack([t_i, t_j]), c)
-    dual_update(out_j, in_j, z_j, np.stack([z_i, z_j]), t_j, np.stack([t_i, t_j]), c)
-    assert np.array_equal(out_i[1], in_j[0])  # V_ij on i == V_ij on j
-    assert np.array_equal(out_j[0], in_i[1])  # V_ji on j == V_ji on i
+    z_i, z_j, t_i, t_j, new_i, new_j = (RNG.standard_normal((1, dim)) for _ in range(6))
+    ptr = np.array([0, 2])
+    for alpha in (1.0, 1.7):
+        copies = []
+        for z, t, new in ((z_i, t_i, new_i), (z_j, t_j, new_j)):
+            v_out, v_in = np.zeros((2, dim)), np.zeros((2, dim))
+            z_in, z_out = np.empty((2, dim)), np.empty((2, dim))
+            _edges.relaxed_centers(
+                z, np.vstack([z_i, z_j]), t, np.vstack([t_i, t_j]), v_in, ptr, alpha, c, z_in, z_out
+            )
+            _edges.dual_step(v_out, v_in, z_out, z_in, new, np.vstack([new_i, new_j]), ptr, c)
+            copies.append((v_out, v_in))
+        (out_i, in_i), (out_j, in_j) = copies
+        assert np.array_equal(out_i[1], in_j[0])  # V_ij on i == V_ij on j
+        assert np.array_equal(out_j[0], in_i[1])  # V_ji on j == V_ji on i
+        assert np.any(out_i[1] != 0.0)
 
 
 def test_balance_penalty():

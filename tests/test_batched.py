@@ -137,23 +137,6 @@ def test_edge_index_reverse_and_degrees():
     assert edges.degree.tolist() == [4, 3, 4, 3, 3]  # closed neighbourhoods
 
 
-@pytest.mark.parametrize(
-    "graph",
-    [
-        nx.random_regular_graph(3, 60, seed=1),
-        nx.star_graph(7),
-        nx.star_graph(12),
-        nx.empty_graph(3),
-    ],
-    ids=["regular", "rows-of-8", "rows-over-8", "no-edges"],
-)
-def test_edge_row_sums_are_bitwise_reduceats(graph: nx.Graph) -> None:
-    edges = BlockEdges.of(graph)
-    values = np.random.default_rng(0).standard_normal((len(edges.col), 5))
-    for v in (values, values[:, 0]):
-        assert np.array_equal(edges.row_sum(v), np.add.reduceat(v, edges.ptr[:-1], axis=0))
-
-
 def test_non_finite_input_stops_at_the_round_loops_round():
     """Features of 1e200 on one machine overflow: 'non-finite' in the same round."""
     graph = nx.cycle_graph(4)

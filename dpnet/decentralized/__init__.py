@@ -12,6 +12,7 @@ from dpnet._lazy import lazy_names
 _LAZY = {
     "ADMMConfig": "admm",
     "LoopState": "admm",
+    "compile_kernels": "admm",
     "MachineResult": "admm",
     "ProgressRecord": "admm",
     "run_block": "admm",
@@ -35,7 +36,6 @@ _LAZY = {
     "TreeAggregator": "termination",
     "tree_plan": "termination",
     "MajorizedThetaStep": "theta",
-    "compile_newton_kernel": "theta",
     "NewtonThetaStep": "theta",
     "ThetaResult": "theta",
 }

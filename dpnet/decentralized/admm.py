@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 import numpy as np
 
+from dpnet.decentralized import _edges
 from dpnet.decentralized.block import Block, CommBlock, rowdot
 from dpnet.decentralized.record import (
     DEFAULT_ROUNDS,
@@ -35,8 +36,6 @@ from dpnet.decentralized.steps import (
     THETA_RTOL,
     GroupStructure,
     LocalData,
-    dual_update,
-    residuals,
     scaled_residual,
     theta_tolerance,
     z_update,
@@ -50,6 +49,7 @@ from dpnet.decentralized.theta import (
     block_loss,
     gradient_thetas,
 )
+from dpnet.decentralized.theta import warm_up as theta_warm_up
 from dpnet.errors import ConfigError
 from dpnet.network.comm import Communicator, PeerSilent
 from dpnet.network.topology import laplacian_extremes
@@ -186,7 +186,7 @@ class LoopState:
     theta: np.ndarray  # (k, p + 1)
     z: np.ndarray  # (k, p + 1)
     theta_nbhd: np.ndarray  # (E, p + 1): for edge (j, i) theta_i, as last received
-    v_out: np.ndarray  # (E, p + 1): V_ji; see steps.dual_update
+    v_out: np.ndarray  # (E, p + 1): V_ji; see _edges.dual_step
     v_in: np.ndarray  # (E, p + 1): V_ij
     c: float
     penalty_changes: np.ndarray  # (changes, 3): round at whose end c changed, factor, rule
@@ -462,22 +462,13 @@ def take_decision(
     return reason, c, penalty_changes
 
 
-def relaxed(
-    z: np.ndarray, z_nbhd: np.ndarray, theta: np.ndarray, theta_nbhd: np.ndarray, alpha: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Over-relaxed copies of the Z's for this round's theta and dual steps (Boyd et al. 2011,
-    section 3.4.3), per edge: Z^_ij = alpha Z_i + (1 - alpha) theta_j^prev, with theta^prev
-    the iterates before this round's theta step. Returns (Z^ into this machine's theta: rows
-    Z^_ij for i in Nbar_j; Z^ of this machine's Z towards its neighbours' theta: rows Z^_ji).
-    Both ends of an edge compute Z^_ij from the same two numbers in the same order, so their
-    dual copies stay bitwise equal. alpha = 1 is the plain ADMM (the Z's themselves)."""
-    if alpha == 1.0:
-        return z_nbhd, z
-    z_in = alpha * z_nbhd
-    z_in += (1.0 - alpha) * theta
-    z_out = (1.0 - alpha) * theta_nbhd
-    z_out += alpha * z  # a + b: the same float as b + a
-    return z_in, z_out
+def compile_kernels() -> None:
+    """Compile the round's kernels, the Newton theta step and the edge arithmetic
+    (:mod:`dpnet.decentralized._newton`, :mod:`dpnet.decentralized._edges`), or load them
+    from numba's on-disk cache. A first process pays numba's compilation here (about ten
+    seconds, once per installation: an image build runs it, launch/Dockerfile)."""
+    theta_warm_up()
+    _edges.warm_up()
 
 
 def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
@@ -668,8 +659,7 @@ def run_block(
     step_clock = StepClock(block.clock)
     cpu_start = step_clock.last
     edges = block.edges
-    ids, row, degree = edges.ids, edges.row, edges.degree
-    one = len(ids) == 1  # a machine's own rows broadcast over its edges
+    ids, ptr, degree = edges.ids, edges.ptr, edges.degree
     dim = data.X.shape[2]
     stats = block.stats
     c_start = initial_penalty(config, graph)  # the path's start, resumed or not
@@ -684,9 +674,7 @@ def run_block(
     solver = _ThetaStep(config, data, block, state)
     loss: np.ndarray | None = None
     ranks = ids.tolist()
-
-    def per_edge(rows: np.ndarray) -> np.ndarray:
-        return rows if one else rows[row]
+    z_in, z_out = np.empty_like(v_in), np.empty_like(v_out)  # the round's relaxed copies
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for t in range(state.round + 1, config.max_rounds + 1):
@@ -698,10 +686,9 @@ def run_block(
             try:
                 z_nbhd = block.exchange(z)
                 step_clock.lap(None)
-                z_in, z_out = relaxed(
-                    per_edge(z), z_nbhd, per_edge(theta), theta_nbhd, config.relaxation
+                center = _edges.relaxed_centers(
+                    z, z_nbhd, theta, theta_nbhd, v_in, ptr, config.relaxation, c, z_in, z_out
                 )
-                center = edges.row_sum(z_in + v_in / c) / degree[:, None]
                 solved = solver(center, c * degree, theta, t, theta_tol)
                 theta, loss = solved.theta, solved.loss
                 message = np.empty((len(ranks), dim + stats.width))
@@ -713,10 +700,10 @@ def run_block(
             except PeerSilent as exc:
                 exc.round = t
                 raise
-            theta_nbhd = received[:, :dim]
-            dual_update(v_out, v_in, z_out, z_in, per_edge(theta), theta_nbhd, c)
+            theta_nbhd = np.ascontiguousarray(received[:, :dim])  # one layout compiled
+            _edges.dual_step(v_out, v_in, z_out, z_in, theta, theta_nbhd, ptr, c)
 
-            primal, dual = residuals(z, z_prev, theta_nbhd, c, edges)
+            primal, dual = _edges.residuals(z, z_prev, theta_nbhd, ptr, c)
             theta_tol = np.asarray(theta_tolerance(config.theta_rtol, c, primal, dual))
             own = _own_statistics(config, groups, data, solved, primal, dual, c)
             stats.receive(t, own, received[:, dim:])

@@ -19,7 +19,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Protocol, cast
 
 import networkx as nx
@@ -39,7 +38,6 @@ from dpnet.network.comm import Communicator
 
 FLOAT_BYTES = 8
 STALL_SECONDS = 3600.0  # an injected stall (fault tests): longer than any peer deadline
-EDGE_SUM_UNROLL = 8  # rows of at most this many edges: summed by gathers, not reduceat
 
 
 def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -79,45 +77,6 @@ class BlockEdges:
             keys = row * n + col  # increasing: rows in order, columns sorted within a row
             rev = np.searchsorted(keys, col * n + row)
         return cls(np.array(block, dtype=np.int64), ptr, row, col, degree, rev)
-
-    @cached_property
-    def sqrt_degree(self) -> np.ndarray:
-        """sqrt(d_j) of every row (the dual residual's factor)."""
-        return np.sqrt(self.degree)
-
-    def row_sum(self, values: np.ndarray) -> np.ndarray:
-        """sum over the edges e of row r of values[e], for every row: shape (k, ...). One
-        row: np.add.reduce in edge order. Rows of at most EDGE_SUM_UNROLL edges: v_first +
-        ((v_second + v_third) + ...) by one gather of (k, ...) per position in a row
-        (reduceat on 2-d values runs a short loop per row and column: 2.4x slower at
-        J = 1,000, degree 3); longer rows: np.add.reduceat."""
-        if len(self.degree) == 1:
-            return np.add.reduce(values, axis=0)[None]
-        first, length = self.ptr[:-1], self.degree
-        if length.max() > EDGE_SUM_UNROLL:
-            return np.add.reduceat(values, first, axis=0)
-        total = values[first]
-        if length.max() == 1:
-            return total
-        paired = length > 1
-        rest = values[first[paired] + 1]
-        for k in range(2, int(length.max())):
-            longer = length[paired] > k
-            if longer.all():
-                rest += values[first[paired] + k]
-            else:
-                rest[longer] += values[first[paired][longer] + k]
-        if paired.all():
-            total += rest
-        else:
-            total[paired] += rest
-        return total
-
-    def row_max(self, values: np.ndarray) -> np.ndarray:
-        """max over the edges of row r of values[e] (1-d values), for every row (NaN wins)."""
-        if len(self.degree) == 1:
-            return np.maximum.reduce(values, keepdims=True)
-        return np.maximum.reduceat(values, self.ptr[:-1])
 
 
 class Statistics(Protocol):

@@ -1,4 +1,4 @@
-r"""Pure-numpy steps of the decentralized group-lasso logistic ADMM (paper 3, Algorithm 1).
+r"""The steps of the decentralized group-lasso logistic ADMM (paper 3, Algorithm 1).
 
 Machine j holds theta_j = (beta_j, b_j) in R^{p+1} (intercept last), an auxiliary Z_j and, for
 every i in its closed neighbourhood Nbar_j = N_j + {j} (d_j = |Nbar_j|), two dual copies:
@@ -26,7 +26,8 @@ from functools import cached_property
 
 import numpy as np
 
-from dpnet.decentralized.block import BlockEdges, rowdot
+from dpnet.decentralized import _edges
+from dpnet.decentralized.block import BlockEdges
 from dpnet.losses.margin import Logistic, MarginLoss
 from dpnet.penalties.group import group_norms
 
@@ -152,9 +153,7 @@ def z_update(
     """Z step of a block: Z_j = S(u_j; t) / (c d_j), u_j = sum_{i in Nbar_j} (c theta_i -
     V_ji) over the edges of row j (``theta_nbhd``, ``v_out``: one row per edge), the exact
     group soft-threshold target, approached with step ``alpha_z`` (1 = exact)."""
-    rows = c * theta_nbhd
-    rows -= v_out
-    u = edges.row_sum(rows)
+    u = _edges.z_targets(theta_nbhd, v_out, edges.ptr, c)
     target = u * groups.theta_shrinkage(u)
     target /= (c * edges.degree)[:, None]
     if alpha_z == 1.0:
@@ -165,39 +164,6 @@ def z_update(
 def local_objective(data: LocalData, theta: np.ndarray) -> float:
     """f_j(theta) = (1/n) sum over the shard of l(y x~^T theta)."""
     return float(data.loss.value(data.y * (data.X_aug @ theta)).sum() / data.n_total)
-
-
-def dual_update(
-    v_out: np.ndarray,
-    v_in: np.ndarray,
-    z_own: np.ndarray,
-    z_nbhd: np.ndarray,
-    theta_own: np.ndarray,
-    theta_nbhd: np.ndarray,
-    c: float,
-) -> None:
-    """In place: V_ji += c (Z_j - theta_i) and V_ij += c (Z_i - theta_j) for i in Nbar_j.
-
-    ``z_own`` is Z_j, or one row per i (its over-relaxed copies, see admm.relaxed)."""
-    step = z_own - theta_nbhd
-    step *= c
-    v_out += step
-    step = z_nbhd - theta_own
-    step *= c
-    v_in += step
-
-
-def residuals(
-    z: np.ndarray, z_prev: np.ndarray, theta_nbhd: np.ndarray, c: float, edges: BlockEdges
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every block machine's primal max_{i in Nbar_j} ||Z_j - theta_i|| and dual
-    c sqrt(d_j) ||Z_j - Z_j^prev||."""
-    apart = theta_nbhd - (z if len(z) == 1 else z[edges.row])
-    primal = np.sqrt(edges.row_max(rowdot(apart, apart)))
-    moved = z - z_prev
-    dual = np.sqrt(rowdot(moved, moved))
-    dual *= c * edges.sqrt_degree
-    return primal, dual
 
 
 def scaled_residual(

@@ -178,11 +178,10 @@ class NewtonThetaStep:
         return ThetaResult(self.theta.copy(), self.loss.copy(), final_norm)
 
 
-def compile_newton_kernel() -> None:
+def warm_up() -> None:
     """Compile the Newton theta step's kernel (or load it from numba's on-disk cache) by one
     tiny solve of a tall and a wide machine and one restore from its anchors: every entry
-    point with the argument types of a run. A first process pays numba's compilation here
-    (about ten seconds, once per installation: an image build runs it, launch/Dockerfile)."""
+    point with the argument types of a run."""
     rng = np.random.default_rng(0)
     X = np.zeros((2, 4, 3))
     X[0], X[1, :2] = rng.standard_normal((4, 3)), rng.standard_normal((2, 3))
