@@ -191,3 +191,25 @@ def test_tree_sum_is_bitwise_the_round_loops_network_sum(topology):
     total = tree_sum(graph, values)
     assert all(np.array_equal(h, total) for h in held)
     assert np.allclose(total, values.sum(axis=0), rtol=1e-14)
+
+
+def test_machines_write_their_rows_into_the_stack_once() -> None:
+    """fit_private_block's path: each machine's X~ written into its row of the block's
+    designs, so the stack is those rows (no copy), padded with zeros; a shard whose X~ is
+    not its row is refused."""
+    rng = np.random.default_rng(0)
+    sizes, dim = [3, 5, 4], 4
+    designs = StackedShards.designs(sizes, dim)
+    assert designs is not None and designs.shape == (3, 5, dim)
+    assert StackedShards.designs([7], dim) is None  # a block of one views its own X~
+    shards = []
+    for j, n in enumerate(sizes):
+        designs[j, :n] = rng.standard_normal((n, dim))
+        shards.append(LocalData(designs[j, :n], np.ones(n), sum(sizes)))
+    copied = StackedShards.stack(shards)
+    stacked = StackedShards.stack(shards, designs)
+    assert stacked.X is designs
+    assert np.array_equal(stacked.X, copied.X) and np.array_equal(stacked.mask, copied.mask)
+    own = [LocalData(s.X_aug.copy(), s.y, s.n_total) for s in shards]
+    with pytest.raises(ValueError, match="not row 0"):
+        StackedShards.stack(own, designs)

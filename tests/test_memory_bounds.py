@@ -81,14 +81,16 @@ def test_byte_sizes_read_as_a_person_would() -> None:
 
 
 def test_the_simulators_own_arrays_are_counted(monkeypatch, capsys) -> None:  # noqa: ANN001
-    """--backend simulated holds the shards, every machine's rows with the intercept column,
-    their (J, n_max, p + 1) stack and the Newton step's buffer: ~3.5 n p 8 bytes, where the
-    data's check counted 3 (its generation). With memory between the two the job died with
-    MemoryError after the set-up (issue 45, item 8: exit 1 after ~49 s); now exit 2 at once.
-    2,000 rows x 48 columns at J = 5: 2.30 MB passed, the simulator needs 2.68 MB."""
+    """--backend simulated holds the shards, their rows with the intercept column in one
+    (J, n_max, p + 1) stack and the Newton step's buffer, and with --cv every machine's X~
+    for its folds and the folds' stacks: ~5 n p 8 bytes, where the data's check counted 3
+    (its generation). With memory between the two the job died with MemoryError after the
+    set-up (issue 45, item 8: exit 1 after ~49 s); now exit 2 at once. 2,000 rows x 48
+    columns at J = 5 with --cv 3: 2.30 MB passed, the simulator needs 3.85 MB."""
     argv = ["--backend", "simulated", "--n-samples", "2000", "--machines", "5", "--n-test", "0"]
-    monkeypatch.setattr(memory, "available_bytes", lambda: 2_500_000)
+    argv += ["--cv", "3", "--n-lambdas", "2"]
+    monkeypatch.setattr(memory, "available_bytes", lambda: 3_500_000)
     line = _one_error_line(capsys, argv)
-    assert "--backend simulated: 5 machines' 2,000 rows x 48 columns need about 2.56 MiB" in line
-    monkeypatch.setattr(memory, "available_bytes", lambda: 2_700_000)  # just enough: it runs
+    assert "--backend simulated: 5 machines' 2,000 rows x 48 columns need about 3.67 MiB" in line
+    monkeypatch.setattr(memory, "available_bytes", lambda: 3_900_000)  # just enough: it runs
     assert main([*argv, "--quiet", "--max-rounds", "3"]) == 0

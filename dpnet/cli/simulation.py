@@ -24,23 +24,25 @@ def simulator_bytes(
     rows: Sequence[int], n_features: int, *, record: bool, cv: bool, shards_held: bool
 ) -> int:
     """Bytes the simulator allocates for machines of ``rows`` rows of ``n_features``: their raw
-    shards (unless ``shards_held``: already allocated), every machine's rows with the intercept
-    column X~ (n_j, p+1), their stack (J, n_max, p+1) padded to the largest shard, the Newton
-    step's scaled copy of one machine's rows, and :data:`ROW_VECTORS` vectors per stacked row;
-    under record privacy the rows clipped to --row-bound beside the raw ones; with --cv the
-    folds' stacks and their vectors. Measured peaks of the synthetic job (p = 48, J = 5): 3.45,
-    4.21 (record) and 4.88 (--cv 3) times n p 8 bytes, estimated 3.50, 4.50 and 5.02; at J = 20
-    3.31, estimated 3.34."""
+    shards (unless ``shards_held``: already allocated), their rows with the intercept column X~
+    written into one stack (J, n_max, p+1) padded to the largest shard, the Newton step's
+    scaled copy of one machine's rows, and :data:`ROW_VECTORS` vectors per stacked row; under
+    record privacy the rows clipped to --row-bound beside the raw ones; with --cv every
+    machine's X~ for its folds, the folds' stacks and their vectors. Measured peaks of the
+    whole synthetic job (p = 48, J = 5, tracemalloc): 2.77, 3.63 (record) and 5.31 (--cv 3)
+    times n p 8 bytes, estimated 2.48, 3.48 and 5.02; the first two are the set-up's
+    generation of the rows (2.53 alone; :func:`~dpnet.data.synthetic.make_group_logistic`
+    checks its own), before these arrays exist."""
     dim = n_features + 1
     n, n_max = sum(rows), max(rows)
     stacked = len(rows) * n_max
-    values = n * dim + stacked * dim + n_max * dim + ROW_VECTORS * stacked
+    values = stacked * dim + n_max * dim + ROW_VECTORS * stacked
     if not shards_held:
         values += n * n_features
     if record:
         values += n * n_features
     if cv:
-        values += stacked * dim + 2 * ROW_VECTORS * stacked
+        values += n * dim + stacked * dim + 2 * ROW_VECTORS * stacked
     return 8 * values
 
 

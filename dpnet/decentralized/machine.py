@@ -122,7 +122,13 @@ def result_in_given_columns(result: MachineResult, columns: PublicColumns | None
 
 
 def local_problem(
-    shard: PrivateShard, *, lam: float, loss: str, keep_prob: float, n_machines: int
+    shard: PrivateShard,
+    *,
+    lam: float,
+    loss: str,
+    keep_prob: float,
+    n_machines: int,
+    out: np.ndarray | None = None,
 ) -> tuple[LocalData, GroupStructure]:
     """The machine's ADMM data (design with intercept column, randomized labels) and groups:
     thresholds lam w_g / (2J); the unbiased loss corrects for the known keep probability.
@@ -134,10 +140,12 @@ def local_problem(
     they are divided by ``shard.columns.scale`` too, and under record privacy (released
     columns) clipped to the public norm ``shard.columns.row_clip``, the row bound of the theta
     step's sensitivity. The results are turned back to the columns as given by
-    :func:`in_given_columns`."""
+    :func:`in_given_columns`. ``out``: the (n_j, p + 1) array X~ is written into (a row of
+    :meth:`StackedShards.designs`), else a new one."""
     grp_ptr, grp_indices = groups_from_labels(shard.group_labels)
     thresholds = lam * shard.group_weights / (2.0 * n_machines)
-    X_aug = np.ones((shard.X.shape[0], shard.X.shape[1] + 1))
+    X_aug = np.empty((shard.X.shape[0], shard.X.shape[1] + 1)) if out is None else out
+    X_aug[:, -1] = 1.0
     if shard.columns is None:
         X_aug[:, :-1] = shard.X
     else:  # the shifted (and scaled) columns written in place: no copy of the shard beside X~
@@ -194,14 +202,23 @@ def fit_private_block(
     ``start_state``: continue a run); every machine's outcome, what it sends rank 0."""
     n_machines = graph.number_of_nodes()
     check_row_bound(admm, [shard for shard, _ in crossings])
+    sizes = [s.X.shape[0] for s, _ in crossings]
+    designs = StackedShards.designs(sizes, crossings[0][0].X.shape[1] + 1)  # X~ written once
     problems = [
-        local_problem(s, lam=admm.lam, loss=loss, keep_prob=keep_prob, n_machines=n_machines)
-        for s, _ in crossings
+        local_problem(
+            s,
+            lam=admm.lam,
+            loss=loss,
+            keep_prob=keep_prob,
+            n_machines=n_machines,
+            out=None if designs is None else designs[j, : sizes[j]],
+        )
+        for j, (s, _) in enumerate(crossings)
     ]
     shards = [data for data, _ in problems]
     result = run_block(
         block,
-        StackedShards.stack(shards),
+        StackedShards.stack(shards, designs),
         problems[0][1],
         admm,
         graph,

@@ -38,9 +38,17 @@ class StackedShards:
         """inv_n * y (J, n_max): the weights of l' in the loss gradient."""
         return self.inv_n * self.y
 
+    @staticmethod
+    def designs(sizes: Sequence[int], dim: int) -> np.ndarray | None:
+        """The zero stack (k, n_max, dim) that machines of ``sizes`` rows may write their X~
+        into, row j's first sizes[j] rows (so :meth:`stack` copies none); None for one
+        machine, whose X~ the block views (:meth:`one`)."""
+        return None if len(sizes) == 1 else np.zeros((len(sizes), max(sizes), dim))
+
     @classmethod
-    def stack(cls, shards: Sequence[LocalData]) -> StackedShards:
-        """The shards stacked (one shard: :meth:`one`, views of its arrays)."""
+    def stack(cls, shards: Sequence[LocalData], designs: np.ndarray | None = None) -> StackedShards:
+        """The shards stacked (one shard: :meth:`one`, views of its arrays); ``designs``: the
+        stack of :meth:`designs` whose rows the shards' X~ already are (not copied)."""
         if len(shards) == 1:
             return cls.one(shards[0])
         dims = {s.X_aug.shape[1] for s in shards}
@@ -49,12 +57,16 @@ class StackedShards:
         if len(dims) != 1 or len(totals) != 1 or len(losses) != 1:
             raise ValueError("all shards need the same number of columns, n_total and loss")
         sizes = [len(s.y) for s in shards]
-        n_max, dim = max(sizes), dims.pop()
-        X = np.zeros((len(shards), n_max, dim))
-        y = np.ones((len(shards), n_max))
+        X = cls.designs(sizes, dims.pop()) if designs is None else designs
+        assert X is not None  # several shards
+        y = np.ones((len(shards), X.shape[1]))
         for j, s in enumerate(shards):
-            X[j, : sizes[j]] = s.X_aug
+            if designs is None:
+                X[j, : sizes[j]] = s.X_aug
+            elif s.X_aug.base is not designs or not np.may_share_memory(s.X_aug, designs[j]):
+                raise ValueError(f"shard {j}'s X~ is not row {j} of the given designs")
             y[j, : sizes[j]] = s.y
+        n_max = X.shape[1]
         mask = None
         if min(sizes) < n_max:
             mask = (np.arange(n_max)[None, :] < np.array(sizes)[:, None]).astype(float)
