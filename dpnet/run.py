@@ -11,6 +11,7 @@ leaves each output either complete or untouched.
 from __future__ import annotations
 
 import _thread
+import gc
 import os
 import signal
 import sys
@@ -143,6 +144,10 @@ def entry() -> None:
     if not sigint_ignored:
         signal.signal(signal.SIGINT, _exit_now)
     signal.signal(signal.SIGTERM, _exit_now)
+    # the imports and the kernels' load make ~300,000 objects that live as long as the
+    # process: no collection scans them while they are made, and none after (gc.freeze);
+    # the start-up of the default job was 0.15 s shorter
+    gc.disable()
     try:
         from dpnet.cli.command import main
         from dpnet.decentralized import compile_kernels
@@ -150,7 +155,10 @@ def entry() -> None:
         # numba's and LLVM's start-up (and, on a first run, the compilation) while a signal
         # still ends the process at once: interrupted inside them, LLVM's initialization
         # failed with an ImportError ("rank 0 failed") instead of the interrupt
-        compile_kernels()
+        if compile_kernels():
+            gc.collect()  # a compilation leaves ~450,000 objects of garbage: not frozen
+        gc.freeze()
+        gc.enable()
         if not sigint_ignored:
             signal.signal(signal.SIGINT, _raise_signal)
         signal.signal(signal.SIGTERM, _raise_signal)

@@ -16,12 +16,15 @@ from typing import Any
 import numba
 
 _uncached: list[str] = []
+_dispatchers: list[Any] = []
 
 
 def compiled(function: Callable[..., Any]) -> Any:
     """``function`` compiled by numba (nopython), its code cached on disk where it can be."""
     try:
-        return numba.njit(cache=True)(function)
+        dispatcher = numba.njit(cache=True)(function)
+        _dispatchers.append(dispatcher)
+        return dispatcher
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
         if not _uncached:
             warnings.warn(
@@ -32,3 +35,9 @@ def compiled(function: Callable[..., Any]) -> Any:
             )
         _uncached.append(function.__name__)
         return numba.njit(function)
+
+
+def compiled_anew() -> bool:
+    """Whether this process compiled any kernel function rather than loading them all from
+    the cache (a first run, an edited source, or no writable cache folder)."""
+    return bool(_uncached) or any(d.stats.cache_misses for d in _dispatchers)

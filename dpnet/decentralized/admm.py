@@ -22,6 +22,7 @@ import networkx as nx
 import numpy as np
 
 from dpnet.decentralized import _edges
+from dpnet.decentralized._compiled import compiled_anew
 from dpnet.decentralized.block import Block, CommBlock, rowdot
 from dpnet.decentralized.record import (
     DEFAULT_ROUNDS,
@@ -462,13 +463,15 @@ def take_decision(
     return reason, c, penalty_changes
 
 
-def compile_kernels() -> None:
+def compile_kernels() -> bool:
     """Compile the round's kernels, the Newton theta step and the edge arithmetic
     (:mod:`dpnet.decentralized._newton`, :mod:`dpnet.decentralized._edges`), or load them
     from numba's on-disk cache. A first process pays numba's compilation here (about ten
-    seconds, once per installation: an image build runs it, launch/Dockerfile)."""
+    seconds, once per installation: an image build runs it, launch/Dockerfile). True if
+    anything was compiled (not all loaded from the cache)."""
     theta_warm_up()
     _edges.warm_up()
+    return compiled_anew()
 
 
 def initial_penalty(config: ADMMConfig, graph: nx.Graph) -> float:
