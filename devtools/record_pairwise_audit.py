@@ -21,6 +21,7 @@ from dpnet.decentralized import (
     RecordNoise,
     StackedShards,
     TreeAggregator,
+    _edges,
     admm,
     local_objective,
     tree_plan,
@@ -28,7 +29,7 @@ from dpnet.decentralized import (
 from dpnet.decentralized.batched import run_batched
 from dpnet.decentralized.block import BlockEdges
 from dpnet.decentralized.record import RECORD_RELAXATION
-from dpnet.decentralized.steps import residuals, scaled_residual, z_update
+from dpnet.decentralized.steps import scaled_residual, z_update
 from dpnet.decentralized.termination import MESSAGE_SIZE, N_STATS
 from dpnet.losses import Logistic
 from dpnet.privacy import composed_gaussian_delta, composed_gaussian_multiplier
@@ -134,7 +135,7 @@ def stop_messages(tr: Transcript, shards: list[LocalData], config: ADMMConfig) -
         for j in range(n_mach):
             aggs[j].outgoing(out=out[t, j])
         z_prev = tr.z[t - 1] if t else np.zeros_like(tr.z[t])
-        primal, dual = residuals(tr.z[t], z_prev, tr.theta[t, EDGES.col], c, EDGES)
+        primal, dual = _edges.residuals(tr.z[t], z_prev, tr.theta[t, EDGES.col], EDGES.ptr, c)
         for j in range(n_mach):
             theta = tr.theta[t, j]
             norm = float(np.sqrt(theta @ theta))
@@ -208,6 +209,17 @@ def rebuild_through(w: int, z_w: np.ndarray, known: np.ndarray, c: float) -> np.
     return np.array(out)
 
 
+def _row_sums(rows: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """Each CSR row's edges summed left to right, the order of the round's kernel
+    (dpnet.decentralized._edges), so a replayed centre is bitwise the run's."""
+    first, length = ptr[:-1], np.diff(ptr)
+    total = rows[first].copy()
+    for k in range(1, int(length.max())):
+        longer = length > k
+        total[longer] += rows[first[longer] + k]
+    return total
+
+
 def replay_centers(theta_known: np.ndarray, c: float) -> np.ndarray:
     """Every machine's theta-step centre in every round, replayed from thetas (T, J, dim):
     NaN where a machine's theta is not known, so a finite centre used only known thetas."""
@@ -222,7 +234,7 @@ def replay_centers(theta_known: np.ndarray, c: float) -> np.ndarray:
             z = z_update(theta[edges.col], V, z, c, GROUPS, edges)
             z_edge = a * z[edges.row] + (1 - a) * theta[edges.col]
             rows = z_edge[edges.rev] + V[edges.rev] / c
-            centers[t] = np.add.reduceat(rows, edges.ptr[:-1], axis=0) / edges.degree[:, None]
+            centers[t] = _row_sums(rows, edges.ptr) / edges.degree[:, None]
             theta = theta_known[t]
             V = V + c * (z_edge - theta[edges.col])
     return centers

@@ -108,7 +108,7 @@ class ADMMConfig:
     adapt_unseen: int = 2  # changes of c in one direction the statistics may not yet reflect
     descend_c: bool = True  # after balancing, halve c while it helps (descent_factor)
     alpha_z: float = 1.0
-    relaxation: float = 1.7  # over-relaxation alpha in (0, 2) (relaxed; docs/algorithms.md)
+    relaxation: float = 1.7  # over-relaxation alpha in (0, 2) (docs/algorithms.md)
     theta_solver: str = "newton"
     theta_rtol: float = THETA_RTOL  # Newton theta steps: solved rtol below the residuals
     beta_steps: int = 10
