@@ -131,15 +131,16 @@ import sys
 import numpy as np
 from sklearn.model_selection import GridSearchCV
 from dpnet.estimators import DecentralizedGroupLassoLogistic
-from dpnet.privacy import BudgetAccountant
+from dpnet.privacy import BudgetAccountant, default_accountant
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((40, 3))
 y = (X[:, 0] - X[:, 1] > 0).astype(int)
-budget = BudgetAccountant(100.0)
+given = sys.argv[2] == "given"
+budget = BudgetAccountant(100.0) if given else default_accountant()
 model = DecentralizedGroupLassoLogistic(
     epsilon=1.0, backend="simulated", max_rounds=5, n_machines=2, classes=(0, 1),
-    random_state=0, accountant=budget,
+    random_state=0, accountant=budget if given else None,
 )
 GridSearchCV(model, {"lam": [0.05, 0.5]}, cv=2, n_jobs=int(sys.argv[1])).fit(X, y)
 print(len(budget.charges))
@@ -149,11 +150,14 @@ print(len(budget.charges))
 _AWAY = "with a copy of an accountant made in process"
 
 
-def _grid_search(tmp_path: Path, n_jobs: int) -> subprocess.CompletedProcess:
+_CHILD = "charged that process's default accountant"
+
+
+def _grid_search(tmp_path: Path, n_jobs: int, given: bool = True) -> subprocess.CompletedProcess:
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
-        [sys.executable, "-c", _GRID_IN_WORKERS, str(n_jobs)],
+        [sys.executable, "-c", _GRID_IN_WORKERS, str(n_jobs), "given" if given else "default"],
         capture_output=True,
         text=True,
         cwd=tmp_path,  # away from any checkout: dpnet from PYTHONPATH
@@ -180,6 +184,21 @@ def test_fits_in_the_callers_process_charge_its_accountant_without_a_warning(tmp
     done = _grid_search(tmp_path, n_jobs=1)
     assert _AWAY not in done.stderr
     assert done.stdout == "5\n"  # 2 x 2 fits and the refit
+
+
+@pytest.mark.timeout(960)
+def test_fits_in_worker_processes_warn_that_the_default_accountant_did_not_see_them(tmp_path):
+    """No accountant given: the 2 x 2 cross-validation fits charge the workers' own defaults.
+    Each worker that ran one warns once (the parent's default holds the refit's charge only);
+    in the caller's process nothing warns and the default holds all five."""
+    done = _grid_search(tmp_path, n_jobs=2, given=False)
+    warned = [line for line in done.stderr.splitlines() if _CHILD in line]
+    assert 1 <= len(warned) <= 2, done.stderr  # one per worker process that fitted
+    assert all("PrivacyLeakWarning" in line and "n_jobs=1" in line for line in warned)
+    assert done.stdout == "1\n"
+    alone = _grid_search(tmp_path, n_jobs=1, given=False)
+    assert _CHILD not in alone.stderr
+    assert alone.stdout == "5\n"
 
 
 def test_an_accountant_unpickled_in_its_own_process_charges_without_a_warning():

@@ -22,7 +22,9 @@ a fit reaches the worker as a copy (pickled): the charge lands on the copy and t
 accountant never sees it, nor does the copy see the other workers' fits. Each accountant knows
 the process it was made in, and a charge made in another process warns
 :class:`~dpnet.privacy.leaks.PrivacyLeakWarning` once per fit, with the remedy: ``n_jobs=1``,
-or sum the spends from each fit's ``privacy_``.
+or sum the spends from each fit's ``privacy_``. A worker's own default is charged likewise
+unseen by the caller: the first fit that charges the default accountant of a child process
+(one with a multiprocessing parent, as loky's workers have) warns once for that process.
 """
 
 from __future__ import annotations
@@ -205,6 +207,7 @@ class BudgetAccountant(PicklableLock):
 
 _DEFAULT: BudgetAccountant | None = None
 _DEFAULT_LOCK = threading.Lock()
+_CHILD_WARNED: list[bool] = []  # this child process's default accountant has warned
 
 
 def default_accountant() -> BudgetAccountant:
@@ -233,9 +236,32 @@ def charge(
         if math.isinf(epsilon):
             return None
         accountant = default_accountant()
+        _warn_in_a_child(label)
     if not isinstance(accountant, BudgetAccountant):
         raise PrivacyError(
             f"accountant must be a BudgetAccountant, got {type(accountant).__name__}"
         )
     accountant.charge(epsilon, delta, label=label, relation=relation)
     return accountant
+
+
+def _warn_in_a_child(label: str) -> None:
+    """The default accountant charged in a child process (a worker of GridSearchCV(n_jobs=2),
+    cross_validate(n_jobs=2)): the caller's default never sees the spend. Warned once per
+    process, at its first such fit."""
+    import multiprocessing  # loaded already wherever a worker runs
+
+    if multiprocessing.parent_process() is None:
+        return
+    with _DEFAULT_LOCK:
+        if _CHILD_WARNED:
+            return
+        _CHILD_WARNED.append(True)
+    warnings.warn(
+        f"{label} ran in a child process ({multiprocessing.current_process().name}, pid "
+        f"{os.getpid()}) and charged that process's default accountant: the parent's "
+        "default_accountant() sees neither this spend nor that of the process's other fits; "
+        "fit with n_jobs=1, or sum the spends yourself from each fit's privacy_ attribute",
+        PrivacyLeakWarning,
+        stacklevel=4,
+    )
