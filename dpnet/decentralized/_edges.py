@@ -121,10 +121,8 @@ def residuals(
             for a in range(dim):
                 apart = z[j, a] - theta_nbhd[e, a]
                 total += apart * apart
-            if not total <= worst:  # larger, or NaN (which then stays)
+            if not total <= worst and worst == worst:  # larger, or NaN (which then stays)
                 worst = total
-            if worst != worst:
-                break
         primal[j] = np.sqrt(worst)
         total = 0.0
         for a in range(dim):
