@@ -1,4 +1,4 @@
-"""The compiler of dpnet's one compiled kernel (:mod:`dpnet.decentralized._newton`).
+"""The compiler of dpnet's compiled kernels (:mod:`dpnet.decentralized._newton`, :mod:`._edges`).
 
 numba compiles each function on its first call and caches the machine code on disk, so a
 process after the first loads it instead: beside the source (``__pycache__``) where the
@@ -9,6 +9,7 @@ functions are compiled in memory by every process, with one warning saying so.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,29 @@ def compiled(function: Callable[..., Any]) -> Any:
             )
         _uncached.append(function.__name__)
         return numba.njit(function)
+
+
+def entry(dispatcher: Any) -> Any:
+    """A compiled function as Python calls it: a KeyboardInterrupt (Ctrl-C, or SIGTERM's
+    :class:`~dpnet.errors.Terminated`) whose handler ran inside the call is raised as itself.
+    numba's code calls back into Python (to box the arrays it returns), where a signal's
+    handler can run and raise; the call then ended in ``SystemError: ... returned a result
+    with an exception set``, which a job took for a machine failure (exit 1). Functions that
+    only other compiled functions call stay bare dispatchers."""
+
+    @functools.wraps(dispatcher.py_func)
+    def call(*args: Any) -> Any:
+        try:
+            return dispatcher(*args)
+        except SystemError as exc:
+            cause: BaseException | None = exc
+            while isinstance(cause, SystemError):  # one for each C call it came through
+                cause = cause.__cause__
+            if isinstance(cause, KeyboardInterrupt):
+                raise cause from None
+            raise
+
+    return call
 
 
 def compiled_anew() -> bool:

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpnet.decentralized._compiled import compiled
+from dpnet.decentralized._compiled import compiled, entry
 
 
+@entry
 @compiled
 def z_targets(theta_nbhd: np.ndarray, v_out: np.ndarray, ptr: np.ndarray, c: float) -> np.ndarray:
     """u (k, dim): u_j = sum over row j's edges of (c theta_e - V_out_e)."""
@@ -48,6 +49,7 @@ def z_targets(theta_nbhd: np.ndarray, v_out: np.ndarray, ptr: np.ndarray, c: flo
     return u
 
 
+@entry
 @compiled
 def relaxed_centers(
     z: np.ndarray,
@@ -85,6 +87,7 @@ def relaxed_centers(
     return center
 
 
+@entry
 @compiled
 def dual_step(
     v_out: np.ndarray,
@@ -105,6 +108,7 @@ def dual_step(
                 v_in[e, a] += (z_in[e, a] - theta[j, a]) * c
 
 
+@entry
 @compiled
 def residuals(
     z: np.ndarray, z_prev: np.ndarray, theta_nbhd: np.ndarray, ptr: np.ndarray, c: float

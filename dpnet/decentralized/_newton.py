@@ -41,7 +41,7 @@ import numpy as np
 import scipy.linalg.cython_blas  # noqa: F401
 import scipy.linalg.cython_lapack  # noqa: F401
 
-from dpnet.decentralized._compiled import compiled
+from dpnet.decentralized._compiled import compiled, entry
 
 LOGISTIC, UNBIASED_LOGISTIC, HUBERIZED_HINGE = 0, 1, 2
 
@@ -244,6 +244,7 @@ def woodbury(
     return (grad - np.dot(s * w, X)) / rho
 
 
+@entry
 @compiled
 def points_at(
     data: BlockData,
@@ -269,6 +270,7 @@ def points_at(
         counts[j, EVALUATIONS] += 1
 
 
+@entry
 @compiled
 def restore(
     data: BlockData,
@@ -296,6 +298,7 @@ def restore(
         counts[j, MARGINS] += 1
 
 
+@entry
 @compiled
 def newton(
     data: BlockData,
