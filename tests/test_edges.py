@@ -7,7 +7,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dpnet.decentralized import _edges
+from dpnet.decentralized import GroupStructure, _edges
 from dpnet.decentralized.block import BlockEdges
 
 GRAPHS = {
@@ -16,6 +16,25 @@ GRAPHS = {
     "no-edges": nx.empty_graph(3),  # rows of one edge: the machine itself
 }
 DIM = 5
+LABELS = np.array([0, 2, 0, 1])  # the penalised columns' groups (not in order); the last: b
+GROUPS = GroupStructure(
+    np.array([0, 2, 3, 4]), np.argsort(LABELS, kind="stable"), np.array([0.3, 0.0, 0.5])
+)  # group 1 unpenalised (t = 0)
+
+
+def _z_step(theta_nbhd: np.ndarray, v_out: np.ndarray, edges: BlockEdges, c: float) -> np.ndarray:
+    return _edges.z_step(theta_nbhd, v_out, edges.ptr, c, GROUPS.theta_group, GROUPS.thresholds)
+
+
+def _soft_threshold(u: np.ndarray) -> np.ndarray:
+    """The prox of sum_g t_g ||u_g|| written group by group, the intercept kept."""
+    out = u.copy()
+    for row in out:
+        for g, t in enumerate(GROUPS.thresholds):
+            block = row[:-1][LABELS == g]
+            norm = np.linalg.norm(block)
+            row[:-1][LABELS == g] = block * (1.0 if t == 0 else max(0.0, 1.0 - t / norm))
+    return out
 
 
 def _round(graph: nx.Graph, seed: int = 0) -> dict[str, np.ndarray]:
@@ -49,8 +68,11 @@ def test_each_step_is_its_formula(name: str, alpha: float) -> None:
     z, theta = s["z"], s["theta"]
     z_nbhd, theta_nbhd = z[col], theta[col]
 
-    u = _edges.z_targets(theta_nbhd, s["v_out"], edges.ptr, c)
-    assert np.allclose(u, _sums(c * theta_nbhd - s["v_out"], edges), rtol=1e-13, atol=1e-13)
+    z_new = _z_step(theta_nbhd, s["v_out"], edges, c)
+    u = _sums(c * theta_nbhd - s["v_out"], edges)
+    want = _soft_threshold(u) / (c * degree)
+    assert np.allclose(z_new, want, rtol=1e-13, atol=1e-13)
+    assert (z_new[:, :-1] == 0).any() and (z_new[:, :-1] != 0).any()  # shrunk to 0, and not
 
     z_in, z_out = np.empty_like(s["v_in"]), np.empty_like(s["v_in"])
     center = _edges.relaxed_centers(
@@ -88,7 +110,7 @@ def test_a_machine_gets_the_same_floats_in_any_block() -> None:
     z, theta, new = s["z"], s["theta"], s["new"]
     z_in, z_out = np.empty_like(s["v_in"]), np.empty_like(s["v_in"])
     whole = {
-        "u": _edges.z_targets(theta[col], s["v_out"], edges.ptr, c),
+        "z": _z_step(theta[col], s["v_out"], edges, c),
         "center": _edges.relaxed_centers(
             z, z[col], theta, theta[col], s["v_in"], edges.ptr, alpha, c, z_in, z_out
         ),
@@ -101,8 +123,7 @@ def test_a_machine_gets_the_same_floats_in_any_block() -> None:
         span = slice(edges.ptr[j], edges.ptr[j + 1])
         own = slice(j, j + 1)
         assert np.array_equal(one.col, col[span])
-        u = _edges.z_targets(theta[one.col], s["v_out"][span], one.ptr, c)
-        assert np.array_equal(u, whole["u"][own])
+        assert np.array_equal(_z_step(theta[one.col], s["v_out"][span], one, c), whole["z"][own])
         j_in, j_out = np.empty((len(one.col), DIM)), np.empty((len(one.col), DIM))
         center = _edges.relaxed_centers(
             z[own], z[one.col], theta[own], theta[one.col], s["v_in"][span], one.ptr, alpha, c,

@@ -8,8 +8,8 @@ caller keeps, and sums a row's edges left to right in edge order: the same float
 machine whatever block it is in (an MPI rank's block of one, or the simulator's J), because
 the same code does the same operations on the same operands.
 
-- :func:`z_targets`: u_j = sum_i (c theta_i - V_ji), the Z step's unthresholded target
-  (``steps.z_update``);
+- :func:`z_step`: Z_j = S(u_j) / (c d_j), u_j = sum_i (c theta_i - V_ji), S the group
+  soft-threshold (``steps.z_update``);
 - :func:`relaxed_centers`: the over-relaxed copies (Boyd et al. 2011, section 3.4.3)
   Z^_ij = alpha Z_i + (1 - alpha) theta_j (into j's theta step) and
   Z^_ji = (1 - alpha) theta_i + alpha Z_j (towards i's), theta the iterates before this
@@ -35,18 +35,44 @@ from dpnet.decentralized._compiled import compiled, entry
 
 @entry
 @compiled
-def z_targets(theta_nbhd: np.ndarray, v_out: np.ndarray, ptr: np.ndarray, c: float) -> np.ndarray:
-    """u (k, dim): u_j = sum over row j's edges of (c theta_e - V_out_e)."""
+def z_step(
+    theta_nbhd: np.ndarray,
+    v_out: np.ndarray,
+    ptr: np.ndarray,
+    c: float,
+    theta_group: np.ndarray,
+    thresholds: np.ndarray,
+) -> np.ndarray:
+    """Z (k, dim): Z_j = S(u_j) / (c d_j), u_j = sum over row j's edges of (c theta_e -
+    V_out_e), d_j its edge count, S the group soft-threshold of the coordinates: a coordinate
+    a of group g = ``theta_group[a]`` scaled by 1 - t_g / max(||u_g||, t_g) (0 at or below
+    the threshold), t_g = ``thresholds[g]``; a coordinate of group G = len(thresholds) (the
+    intercept) is not shrunk. A threshold of 0 gives the factor 1 (no 0 / 0 on a zero
+    block: the divisor is at least the smallest positive float)."""
     k, dim = len(ptr) - 1, theta_nbhd.shape[1]
-    u = np.empty((k, dim))
+    n_groups = len(thresholds)
+    tiny = np.finfo(np.float64).tiny
+    z = np.empty((k, dim))
+    squares = np.empty(n_groups + 1)
     for j in range(k):
-        first = ptr[j]
+        first, last = ptr[j], ptr[j + 1]
+        squares[:] = 0.0
         for a in range(dim):
             total = c * theta_nbhd[first, a] - v_out[first, a]
-            for e in range(first + 1, ptr[j + 1]):
+            for e in range(first + 1, last):
                 total += c * theta_nbhd[e, a] - v_out[e, a]
-            u[j, a] = total
-    return u
+            z[j, a] = total
+            squares[theta_group[a]] += total * total
+        for g in range(n_groups):  # squares[g] becomes group g's factor
+            t = thresholds[g]
+            floor = t if t > tiny else tiny
+            norm = np.sqrt(squares[g])
+            squares[g] = 1.0 - t / (floor if norm < floor else norm)  # NaN stays NaN
+        squares[n_groups] = 1.0
+        scale = c * (last - first)
+        for a in range(dim):
+            z[j, a] = z[j, a] * squares[theta_group[a]] / scale
+    return z
 
 
 @entry
@@ -141,7 +167,7 @@ def warm_up() -> None:
     run, on a path of two machines."""
     ptr = np.array([0, 2, 4])
     rows, edge = np.zeros((2, 3)), np.zeros((4, 3))
-    z_targets(edge, edge, ptr, 1.0)
+    z_step(edge, edge, ptr, 1.0, np.array([0, 0, 1]), np.array([0.5]))
     relaxed_centers(rows, edge, rows, edge, edge, ptr, 1.7, 1.0, edge.copy(), edge.copy())
     dual_step(edge.copy(), edge.copy(), edge, edge, rows, edge, ptr, 1.0)
     residuals(rows, rows, edge, ptr, 1.0)

@@ -60,34 +60,29 @@ def theta_tolerance(
 @dataclass(frozen=True)
 class GroupStructure:
     """Groups of the p penalised columns (CSR: ``grp_indices`` a permutation of 0..p-1) and
-    their thresholds t_g = lam * w_g / (2J)."""
+    their thresholds t_g = lam * w_g / (2J). The Z step's group soft-threshold, the prox of
+    sum_g t_g ||.||, is compiled with the edge arithmetic (:func:`dpnet.decentralized.
+    _edges.z_step`)."""
 
     grp_ptr: np.ndarray
     grp_indices: np.ndarray
     thresholds: np.ndarray
-    _column_group: np.ndarray = field(init=False, repr=False, compare=False)
-    _theta_group: np.ndarray = field(init=False, repr=False, compare=False)
+    theta_group: np.ndarray = field(init=False, repr=False, compare=False)
+    """The group of each of a theta's p + 1 coordinates; the intercept (last) is in a group
+    of its own, index G = len(thresholds), never shrunk."""
     _in_order: bool = field(init=False, repr=False, compare=False)
-    _floor: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n_cols = len(self.grp_indices)
         if not np.array_equal(np.sort(self.grp_indices), np.arange(n_cols)):
             raise ValueError("grp_indices must be a permutation of the penalised columns")
-        column_group = np.empty(n_cols, dtype=np.int64)
-        column_group[self.grp_indices] = np.repeat(
-            np.arange(len(self.grp_ptr) - 1), np.diff(self.grp_ptr)
-        )
-        object.__setattr__(self, "_column_group", column_group)
-        # a theta's coordinates: the intercept (last) in a group of its own, index G
-        theta_group = np.append(column_group, len(self.grp_ptr) - 1)
-        object.__setattr__(self, "_theta_group", theta_group)
+        n_groups = len(self.grp_ptr) - 1
+        theta_group = np.full(n_cols + 1, n_groups, dtype=np.int64)
+        theta_group[self.grp_indices] = np.repeat(np.arange(n_groups), np.diff(self.grp_ptr))
+        object.__setattr__(self, "theta_group", theta_group)
         object.__setattr__(
             self, "_in_order", bool(np.array_equal(self.grp_indices, np.arange(n_cols)))
         )
-        # t_g, or the smallest positive float for t_g = 0 (see soft_threshold)
-        floor = np.maximum(self.thresholds, np.finfo(float).tiny)
-        object.__setattr__(self, "_floor", floor)
 
     def norms(self, beta: np.ndarray) -> np.ndarray:
         """||beta_g|| of every group, along the last axis (a machine's beta, or one per row)."""
@@ -96,29 +91,6 @@ class GroupStructure:
     def penalty(self, beta: np.ndarray) -> np.ndarray:
         """sum_g t_g ||beta_g|| (of each row; 0-d for one beta)."""
         return np.asarray(self.norms(beta) @ self.thresholds)
-
-    def _shrink(self, u: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Every group's factor 1 - t_g / max(||u_g||, t_g), along the last axis (into
-        ``out`` if given)."""
-        factors = np.maximum(self.norms(u), self._floor, out=out)
-        np.divide(self.thresholds, factors, out=factors)
-        return np.subtract(1.0, factors, out=factors)
-
-    def soft_threshold(self, u: np.ndarray) -> np.ndarray:
-        """The prox of sum_g t_g ||.||: every block u_g scaled by max(0, 1 - t_g/||u_g||)
-        = 1 - t_g / max(||u_g||, t_g) (0 at or below the threshold; 1 where t_g = 0: the
-        floor makes that 0 / ||u_g|| with no 0 / 0 on a zero block), along the last axis."""
-        return u * self._shrink(u)[..., self._column_group]
-
-    def theta_shrinkage(self, u: np.ndarray) -> np.ndarray:
-        """The factors of :meth:`soft_threshold` for whole thetas = (beta, b) along the last
-        axis, 1 on the unpenalised intercept: u times them is (S(u_beta), u_b) bitwise
-        (x 1.0 is exact)."""
-        n_groups = len(self.thresholds)
-        factors = np.empty(u.shape[:-1] + (n_groups + 1,))
-        factors[..., n_groups] = 1.0
-        self._shrink(u[..., :-1], out=factors[..., :n_groups])
-        return factors.take(self._theta_group, axis=-1)
 
 
 @dataclass(frozen=True)
@@ -153,9 +125,7 @@ def z_update(
     """Z step of a block: Z_j = S(u_j; t) / (c d_j), u_j = sum_{i in Nbar_j} (c theta_i -
     V_ji) over the edges of row j (``theta_nbhd``, ``v_out``: one row per edge), the exact
     group soft-threshold target, approached with step ``alpha_z`` (1 = exact)."""
-    u = _edges.z_targets(theta_nbhd, v_out, edges.ptr, c)
-    target = u * groups.theta_shrinkage(u)
-    target /= (c * edges.degree)[:, None]
+    target = _edges.z_step(theta_nbhd, v_out, edges.ptr, c, groups.theta_group, groups.thresholds)
     if alpha_z == 1.0:
         return target
     return z_prev + alpha_z * (target - z_prev)
