@@ -61,6 +61,17 @@ class ReplayCommunicator:
         return [obj]
 
 
+def training_rows(
+    n: int, n_groups: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(X, y, group labels, lam) of the job's training rows, all of them in one place: what a
+    single-node solver is given."""
+    config = parse_config(job_argv(n, n_groups, seed, 1e-6, 3000))
+    full = prepare_problem(config, 1).shards
+    assert full is not None
+    return full[0].X, full[0].y_raw, full[0].group_labels, config.lam
+
+
 def replay_job(
     n: int,
     n_groups: int,
@@ -70,9 +81,11 @@ def replay_job(
     repeats: int,
     profile: int | None = None,
     f_star: float | None = None,
+    gap: float = GAP,
 ) -> dict[str, Any]:
     """Record a J-machine job in threads, then replay every machine alone; one CSV row.
-    ``f_star``: skglm's optimum of the job's training rows, if already known."""
+    ``f_star``: skglm's optimum of the job's training rows (:func:`training_rows`), if
+    already known; ``gap``: the relative gap to which compute and flops are counted."""
     argv = job_argv(n, n_groups, seed, 1e-6, 3000) + ["--topology", topology]
     config = parse_config(argv)
     graph = build_topology(topology, J, seed=config.topology_seed)
@@ -95,11 +108,9 @@ def replay_job(
 
     recorded = run_in_process(graph, machine)
     if f_star is None:
-        full = prepare_problem(config, 1).shards
-        assert full is not None
-        f_star = reference_value(full[0].X, full[0].y_raw, full[0].group_labels, config.lam)
+        f_star = reference_value(*training_rows(n, n_groups, seed))
     history = [{"round": h.round, "objective": h.objective} for h in recorded[0].history]
-    to_gap = rounds_to_gap(history, f_star, GAP)
+    to_gap = rounds_to_gap(history, f_star, gap)
 
     def replay_comm(rank: int) -> ReplayCommunicator:
         """Machine ``rank`` alone, handed its neighbours' recorded buffers."""
