@@ -207,6 +207,11 @@ def table1(cfg: dict[str, Any], seed: int, timeout: float) -> list[dict[str, Any
     return rows
 
 
+CLEARLY = 0.9
+"""A time "falls clearly" when the next one is at most this fraction of it: the replays of
+one machine's rounds differ by up to about 10% from run to run."""
+
+
 def table1_claims(rows: list[dict[str, Any]]) -> tuple[list[dict[str, str]], str]:
     ok_rows = [r for r in rows if "time_to_gap_s" in r]
     sizes = sorted({(r["n"], r["p"]) for r in rows})
@@ -217,7 +222,7 @@ def table1_claims(rows: list[dict[str, Any]]) -> tuple[list[dict[str, str]], str
             continue
         Js = sorted(sel)
         comp = [sel[J]["compute_to_gap_s"] for J in Js]
-        decreasing.append(all(b < a for a, b in zip(comp, comp[1:], strict=False)))
+        decreasing.append(all(b <= CLEARLY * a for a, b in zip(comp, comp[1:], strict=False)))
         speed = {J: sel[1]["compute_to_gap_s"] / sel[J]["compute_to_gap_s"] for J in Js[1:]}
         near_linear.append(all(s >= J / 2 for J, s in speed.items()))
         paper = PAPER_TABLE1.get((n, p), {})
@@ -245,8 +250,9 @@ def table1_claims(rows: list[dict[str, Any]]) -> tuple[list[dict[str, str]], str
             "3.1.2, Table 1",
             verdict_of(all(decreasing) if decreasing else None),
             evidence + ". Rule: per-machine compute time to the 1e-4 gap (the slowest "
-            "machine's CPU for its rounds to the gap, replayed alone on a core) strictly "
-            "decreasing in J.",
+            "machine's CPU for its rounds to the gap, replayed alone on a core) at least "
+            f"{1 - CLEARLY:.0%} lower at each larger J (clearly: more than the replays' "
+            "run-to-run spread).",
         ),
         claim(
             "The speed-up is near-linear in J (Table 1 ratios 4.8, 9.4, 17.3 at J = 5, 10, 20)",
