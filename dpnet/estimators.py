@@ -156,7 +156,9 @@ class DecentralizedGroupLassoLogistic(WarnsOnRawScore, ClassifierMixin, Constrai
 
     ``accountant``: a :class:`~dpnet.privacy.budget.BudgetAccountant` shared across fits: the
     fit charges its (epsilon, delta) first and is refused (``BudgetExceeded``, nothing fitted)
-    if that would pass the cap; epsilon = inf (no privacy) is refused by every cap. With None
+    if that would pass the cap; epsilon = inf (no privacy) is refused by every cap. A
+    :class:`~dpnet.privacy.budget_file.BudgetFileAccountant` keeps the charges in a budget
+    file, one budget for every process (a search's worker processes included). With None
     (the default) a fit under a finite ``epsilon`` charges the process-wide, uncapped
     :func:`~dpnet.privacy.budget.default_accountant` instead (silently; epsilon = inf charges
     nothing): its ``spent`` is what every such fit spent, added up by basic composition, per

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import pickle
@@ -136,8 +137,13 @@ from dpnet.privacy import BudgetAccountant, default_accountant
 rng = np.random.default_rng(0)
 X = rng.standard_normal((40, 3))
 y = (X[:, 0] - X[:, 1] > 0).astype(int)
-given = sys.argv[2] == "given"
-budget = BudgetAccountant(100.0) if given else default_accountant()
+given = sys.argv[2] != "default"
+if sys.argv[2] == "file":
+    from dpnet.privacy.budget_file import BudgetFileAccountant
+
+    budget = BudgetFileAccountant("budget.jsonl", 100.0)
+else:
+    budget = BudgetAccountant(100.0) if given else default_accountant()
 model = DecentralizedGroupLassoLogistic(
     epsilon=1.0, backend="simulated", max_rounds=5, n_machines=2, classes=(0, 1),
     random_state=0, accountant=budget if given else None,
@@ -153,11 +159,14 @@ _AWAY = "with a copy of an accountant made in process"
 _CHILD = "charged that process's default accountant"
 
 
-def _grid_search(tmp_path: Path, n_jobs: int, given: bool = True) -> subprocess.CompletedProcess:
+def _grid_search(
+    tmp_path: Path, n_jobs: int, given: bool = True, accountant: str | None = None
+) -> subprocess.CompletedProcess:
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    kind = accountant or ("given" if given else "default")
     return subprocess.run(
-        [sys.executable, "-c", _GRID_IN_WORKERS, str(n_jobs), "given" if given else "default"],
+        [sys.executable, "-c", _GRID_IN_WORKERS, str(n_jobs), kind],
         capture_output=True,
         text=True,
         cwd=tmp_path,  # away from any checkout: dpnet from PYTHONPATH
@@ -199,6 +208,44 @@ def test_fits_in_worker_processes_warn_that_the_default_accountant_did_not_see_t
     alone = _grid_search(tmp_path, n_jobs=1, given=False)
     assert _CHILD not in alone.stderr
     assert alone.stdout == "5\n"
+
+
+@pytest.mark.timeout(960)
+def test_a_budget_file_accountant_counts_the_fits_of_worker_processes(tmp_path):
+    """The remedy for the under-count above: the workers' pickled copies charge the same file,
+    under its lock, against its one cap; nothing warns and the caller sees all five."""
+    done = _grid_search(tmp_path, n_jobs=2, accountant="file")
+    assert _AWAY not in done.stderr and _CHILD not in done.stderr
+    assert done.stdout == "5\n"  # 2 x 2 fits in the workers and the refit, read from the file
+    lines = (tmp_path / "budget.jsonl").read_text().splitlines()
+    charged = [json.loads(line) for line in lines[1:]]
+    assert len(charged) == 5 and all(c["epsilon"] == pytest.approx(1.0) for c in charged)
+
+
+def test_a_budget_file_accountant_is_the_files_budget(tmp_path):
+    from dpnet.privacy.budget_file import BudgetFileAccountant, BudgetFileError
+
+    path = tmp_path / "budget.jsonl"
+    with pytest.raises(BudgetFileError, match="does not exist"):
+        BudgetFileAccountant(path)  # no cap to create it with
+    X, y = _classification(150)
+    budget = BudgetFileAccountant(path, 2.5)
+    model = DecentralizedGroupLassoLogistic(epsilon=1.0, max_rounds=30, accountant=budget)
+    for _ in range(2):
+        clone(model).fit(X, y)
+    before = path.read_bytes()
+    with pytest.raises(BudgetExceeded, match="refused"):
+        clone(model).fit(X, y)
+    assert path.read_bytes() == before  # refused: nothing written
+    again = pickle.loads(pickle.dumps(BudgetFileAccountant(path)))  # its cap from the file
+    assert (again.epsilon, again.delta) == (2.5, 0.0)
+    assert again.spent == pytest.approx((2.0, 0.0)) and again.n_charges == 2
+    assert [c.label for c in again.charges] == ["DecentralizedGroupLassoLogistic.fit"] * 2
+    with pytest.raises(BudgetFileError, match="cap"):
+        BudgetFileAccountant(path, 5.0)  # another cap
+    with pytest.raises(BudgetFileError, match="never reset"):
+        again.reset()
+    assert again.spent == pytest.approx((2.0, 0.0))
 
 
 def test_an_accountant_unpickled_in_its_own_process_charges_without_a_warning():

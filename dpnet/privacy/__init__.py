@@ -22,6 +22,7 @@ _LAZY = {
     "BudgetAccountant": "budget",
     "BudgetExceeded": "budget",
     "default_accountant": "budget",
+    "BudgetFileAccountant": "budget_file",
     "DEFAULT_ORDERS": "rdp",
     "rdp_poisson_gaussian": "rdp",
     "rdp_fixed_size_gaussian": "rdp",

@@ -41,11 +41,20 @@ import json
 import math
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from dpnet.errors import PrivacyError
-from dpnet.privacy.budget import BudgetExceeded, check_cap, composed, within_cap
+from dpnet.privacy.budget import (
+    BudgetAccountant,
+    BudgetExceeded,
+    Charge,
+    check_cap,
+    composed,
+    replace_one_cost,
+    within_cap,
+)
 
 FORMAT = "dpnet-budget"
 VERSION = 1
@@ -66,6 +75,7 @@ class BudgetState:
     spent: tuple[float, float]
     charges: int
     torn_tail: bool  # an incomplete last line (a writer killed mid-write): not counted
+    entries: tuple[tuple[str, float, float], ...] = ()  # (job, epsilon, delta) of each charge
 
 
 def _num(x: float) -> float | str:
@@ -139,7 +149,7 @@ def parse_budget(path: str, content: bytes) -> tuple[BudgetState | None, int]:
             raise ValueError(f"relation {header.get('relation')!r}")
     except (KeyError, TypeError, ValueError) as exc:
         raise BudgetFileError(_damaged(path, 1, f"bad header: {exc}")) from None
-    costs = []
+    costs, jobs = [], []
     for number, raw in enumerate(lines[1:], start=2):
         record = _parse_line(path, number, raw)
         try:
@@ -151,7 +161,9 @@ def parse_budget(path: str, content: bytes) -> tuple[BudgetState | None, int]:
         except ValueError as exc:
             raise BudgetFileError(_damaged(path, number, str(exc))) from None
         costs.append(cost)
-    return BudgetState(cap, composed(*costs), len(costs), end < len(content)), end
+        jobs.append(str(record.get("job", "")))
+    entries = tuple((job, *cost) for job, cost in zip(jobs, costs, strict=True))
+    return BudgetState(cap, composed(*costs), len(costs), end < len(content), entries), end
 
 
 def read_budget(path: str) -> BudgetState | None:
@@ -219,7 +231,10 @@ def charge_budget(
         _append(fd, path, end, len(content), b"".join(lines))
         if len(lines) > 1:  # a new file: its directory entry made durable too
             _sync_directory(path)
-        return BudgetState(state.cap, composed(state.spent, cost), state.charges + 1, False)
+        entries = (*state.entries, (job, *cost))
+        return BudgetState(
+            state.cap, composed(state.spent, cost), state.charges + 1, False, entries
+        )
     finally:
         os.close(fd)
 
@@ -315,3 +330,75 @@ def _sync_directory(path: str) -> None:
             f"budget file {path}: the charge was written, its directory could not be synced "
             f"({_os_error(exc)}); it counts, nothing was run"
         ) from None
+
+
+class BudgetFileAccountant(BudgetAccountant):
+    """An estimator's accountant (``accountant=``) whose charges are a budget file's: each fit
+    charges the file under its lock and is on disk when the charge returns, so every process
+    that opens the same ``path`` charges one budget against one cap: GridSearchCV(n_jobs=2)'s
+    worker processes (a pickled copy is the same file), later sessions, and a command line
+    given ``--budget-file path`` on the same data. ``epsilon``, ``delta``: the cap that
+    creates the file (a file that exists keeps its own; another cap is refused). Never reset
+    (:meth:`reset` raises): a file's spend is never refunded."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], epsilon: float | None = None, delta: float = 0.0
+    ):
+        self.path = os.fspath(path)
+        given = None if epsilon is None else check_cap(epsilon, delta)
+        state = read_budget(self.path)
+        if state is None and given is None:
+            raise BudgetFileError(
+                f"budget file {self.path} does not exist: give its cap (epsilon, delta) to "
+                "create it"
+            )
+        if state is not None and given is not None and given != state.cap:
+            raise BudgetFileError(
+                f"budget file {self.path} has the cap ({state.cap[0]:g}, {state.cap[1]:g}), "
+                f"not ({given[0]:g}, {given[1]:g}): a cap is fixed when its file is created"
+            )
+        self.epsilon, self.delta = state.cap if state is not None else given  # type: ignore[misc]
+        self._lock = threading.Lock()
+        self._home_pid = None  # a copy in another process charges the same file: no warning
+
+    def __repr__(self) -> str:
+        epsilon, delta = self.spent
+        return (
+            f"BudgetFileAccountant({self.path!r}, epsilon={self.epsilon:g}, "
+            f"delta={self.delta:g}; spent epsilon={epsilon:.6g}, delta={delta:.3g} in "
+            f"{self.n_charges} charges)"
+        )
+
+    def _state(self) -> BudgetState:
+        state = read_budget(self.path)
+        return (
+            state
+            if state is not None
+            else BudgetState((self.epsilon, self.delta), (0.0, 0.0), 0, False)
+        )
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        return tuple(Charge(*entry) for entry in self._state().entries)
+
+    @property
+    def n_charges(self) -> int:
+        return self._state().charges
+
+    @property
+    def spent(self) -> tuple[float, float]:
+        return self._state().spent
+
+    def charge(
+        self, epsilon: float, delta: float, *, label: str, relation: str = "replace_one"
+    ) -> Charge:
+        """Add one fit's guarantee to the file, or raise BudgetExceeded (nothing written)."""
+        cost = replace_one_cost(epsilon, delta, relation)
+        charge_budget(self.path, cost, (self.epsilon, self.delta), label)
+        return Charge(label, *cost)
+
+    def reset(self) -> None:
+        raise BudgetFileError(
+            f"budget file {self.path}: a budget file is never reset (its spend is not "
+            "refunded); start a new file for a new data set"
+        )
