@@ -192,7 +192,8 @@ class BudgetAccountant(PicklableLock):
             f"to do so) with a copy of an accountant made in process {self._home_pid}: its "
             f"charge (epsilon = {charge.epsilon:.6g}, delta = {charge.delta:.3g}) reached the "
             "copy only, not your accountant, and the cap was checked against the copy only; "
-            "fit with n_jobs=1, or sum the spends yourself from each fit's privacy_ attribute",
+            "fit with n_jobs=1, give a BudgetFileAccountant (one budget file for every "
+            "process), or sum the spends yourself from each fit's privacy_ attribute",
             PrivacyLeakWarning,
             stacklevel=4,
         )
@@ -261,7 +262,8 @@ def _warn_in_a_child(label: str) -> None:
         f"{label} ran in a child process ({multiprocessing.current_process().name}, pid "
         f"{os.getpid()}) and charged that process's default accountant: the parent's "
         "default_accountant() sees neither this spend nor that of the process's other fits; "
-        "fit with n_jobs=1, or sum the spends yourself from each fit's privacy_ attribute",
+        "fit with n_jobs=1, give a BudgetFileAccountant (one budget file for every "
+        "process), or sum the spends yourself from each fit's privacy_ attribute",
         PrivacyLeakWarning,
         stacklevel=4,
     )
