@@ -139,6 +139,8 @@ def _can_mount_read_only() -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1900)  # above its three runs' 600 s each: two first compilations of about
+# 15 s of CPU each took over 300 s under eight CPU hogs
 def test_the_code_is_cached_where_told_or_compiled_in_memory(tmp_path: Path) -> None:
     """NUMBA_CACHE_DIR names the cache folder: a fresh process compiles into it (and
     compile_kernels says so), the next one loads from it (its files untouched; it says it
