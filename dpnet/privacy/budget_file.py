@@ -77,6 +77,11 @@ class BudgetState:
     torn_tail: bool  # an incomplete last line (a writer killed mid-write): not counted
     entries: tuple[tuple[str, float, float], ...] = ()  # (job, epsilon, delta) of each charge
 
+    @classmethod
+    def new(cls, cap: tuple[float, float]) -> BudgetState:
+        """A file with the cap ``cap`` and no charge yet."""
+        return cls(cap, (0.0, 0.0), 0, False)
+
 
 def _num(x: float) -> float | str:
     return float(x) if math.isfinite(x) else "inf"
@@ -224,7 +229,7 @@ def charge_budget(
             header = {"format": FORMAT, "version": VERSION, "relation": RELATION}
             header["cap"] = {"epsilon": _num(cap[0]), "delta": _num(cap[1])}
             lines.append(_line(header))
-            state = BudgetState(cap, (0.0, 0.0), 0, False)
+            state = BudgetState.new(cap)
         _admit(path, state, cost, cap, job)
         fields = {"epsilon": _num(cost[0]), "delta": _num(cost[1]), "job": job}
         lines.append(_line(fields))
@@ -249,7 +254,7 @@ def _admit(
     if state is None:
         if cap is None:
             raise BudgetFileError(_missing(path))
-        state = BudgetState(cap, (0.0, 0.0), 0, False)
+        state = BudgetState.new(cap)
     if cap is not None and tuple(cap) != state.cap:
         raise BudgetFileError(
             f"budget file {path} has the cap ({state.cap[0]:g}, {state.cap[1]:g}), "
@@ -370,12 +375,9 @@ class BudgetFileAccountant(BudgetAccountant):
         )
 
     def _state(self) -> BudgetState:
+        """The file's state (a new one's until the first charge creates it)."""
         state = read_budget(self.path)
-        return (
-            state
-            if state is not None
-            else BudgetState((self.epsilon, self.delta), (0.0, 0.0), 0, False)
-        )
+        return state if state is not None else BudgetState.new((self.epsilon, self.delta))
 
     @property
     def charges(self) -> tuple[Charge, ...]:
