@@ -17,7 +17,6 @@ from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dposv, dpotrf, dpotri
 
 from dpnet.decentralized import StackedShards
-from dpnet.decentralized.block import rowdot
 from dpnet.decentralized.stacked import machine_rows, matvecs, stack_matvec
 from dpnet.decentralized.steps import NEWTON_TOL
 from dpnet.decentralized.theta import ThetaResult
@@ -38,6 +37,11 @@ NO_ANCHORS = np.empty((0, 0))
 NO_ANCHORS.setflags(write=False)
 NO_MACHINES = np.empty(0, dtype=np.intp)
 NO_MACHINES.setflags(write=False)
+
+
+def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a_j . b_j for every row j."""
+    return np.einsum("ij,ij->i", a, b)
 
 
 @dataclass

@@ -9,6 +9,7 @@ import pytest
 
 from dpnet.decentralized import GroupStructure, _edges
 from dpnet.decentralized.block import BlockEdges
+from dpnet.decentralized.steps import scaled_residual
 
 GRAPHS = {
     "regular": nx.random_regular_graph(3, 40, seed=1),
@@ -150,3 +151,73 @@ def test_a_non_finite_iterate_makes_its_rows_residual_nan() -> None:
         primal, _ = _edges.residuals(s["z"], s["z_prev"], bad, edges.ptr, 1.0)
         assert np.isnan(primal[0])
         assert np.array_equal(primal[1:], clean[1:])
+
+
+def _close_round(s: dict[str, np.ndarray], edges: BlockEdges, c: float, own: slice | None = None):
+    """close_round on rows ``own`` of the round ``s`` (all: None), after relaxed_centers."""
+    rows = slice(None) if own is None else own
+    one = edges if own is None else BlockEdges.of(GRAPHS["star-13"], [own.start])
+    span = slice(None) if own is None else slice(edges.ptr[own.start], edges.ptr[own.stop])
+    z, theta, new = s["z"][rows], s["theta"][rows], s["new"]
+    z_in, z_out = np.empty((len(one.col), DIM)), np.empty((len(one.col), DIM))
+    _edges.relaxed_centers(
+        z, s["z"][one.col], theta, s["theta"][one.col], s["v_in"][span], one.ptr, 1.7, c,
+        z_in, z_out,
+    )  # fmt: skip
+    v_out, v_in = s["v_out"][span].copy(), s["v_in"][span].copy()
+    machines = len(s["z"])
+    loss, error = np.linspace(0.1, 0.2, machines)[rows], np.linspace(0.0, 3.0, machines)[rows]
+    stats, tol = _edges.close_round(
+        v_out, v_in, z_out, z_in, new[rows], new[one.col], z, s["z_prev"][rows], one.ptr, c,
+        GROUPS.theta_group, GROUPS.thresholds, loss, error, 1e-12, 0.1,
+    )  # fmt: skip
+    return stats, tol, v_out, v_in, z_out, z_in, loss, error
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_the_rounds_end_is_its_formulas(name: str) -> None:
+    """close_round: the dual step, then each machine's statistics (penalty + loss, the scaled
+    residual, r, s, ||theta||) and next tolerance, against numpy statements of the rules."""
+    s = _round(GRAPHS[name], seed=5)
+    edges: BlockEdges = s["edges"]  # type: ignore[assignment]
+    c, new = 2.5, s["new"]
+    stats, tol, v_out, v_in, z_out, z_in, loss, error = _close_round(s, edges, c)
+    want_out, want_in = s["v_out"].copy(), s["v_in"].copy()
+    _edges.dual_step(want_out, want_in, z_out, z_in, new, new[edges.col], edges.ptr, c)
+    assert np.array_equal(v_out, want_out) and np.array_equal(v_in, want_in)
+    primal, dual = _edges.residuals(s["z"], s["z_prev"], new[edges.col], edges.ptr, c)
+    norm = np.linalg.norm(new, axis=1)
+    penalty = [
+        sum(t * np.linalg.norm(row[:-1][LABELS == g]) for g, t in enumerate(GROUPS.thresholds))
+        for row in new
+    ]
+    np.testing.assert_allclose(stats[:, 0], np.add(penalty, loss), rtol=1e-14)
+    worst = np.maximum(np.maximum(primal * max(1.0, c), dual), error)
+    np.testing.assert_allclose(stats[:, 1], worst / np.fmax(norm, 1.0), rtol=1e-14)
+    assert np.array_equal(stats[:, 2], primal) and np.array_equal(stats[:, 3], dual)
+    np.testing.assert_allclose(stats[:, 4], norm, rtol=1e-14)
+    np.testing.assert_allclose(tol, np.maximum(1e-12, 0.1 * np.maximum(c * primal, dual)))
+    assert np.array_equal(stats[:, 0], GROUPS.penalty(new[:, :-1]) + loss)  # the same code
+    rules = zip(primal, dual, stats[:, 4], error, strict=True)
+    assert np.array_equal(stats[:, 1], [scaled_residual(r, s, c, n, g) for r, s, n, g in rules])
+
+
+def test_the_rounds_end_gives_a_machine_the_same_floats_in_any_block() -> None:
+    s = _round(GRAPHS["star-13"], seed=6)
+    edges: BlockEdges = s["edges"]  # type: ignore[assignment]
+    whole, tol = _close_round(s, edges, 0.4)[:2]
+    for j in range(len(edges.ptr) - 1):
+        alone, alone_tol = _close_round(s, edges, 0.4, slice(j, j + 1))[:2]
+        assert np.array_equal(alone[0], whole[j]) and alone_tol[0] == tol[j]
+
+
+def test_the_rounds_end_carries_nan() -> None:
+    """A NaN iterate makes its machine's statistics and tolerance NaN (the stop rule ends the
+    run as non-finite, the Newton step runs its cap), the others untouched."""
+    s = _round(GRAPHS["regular"], seed=7)
+    edges: BlockEdges = s["edges"]  # type: ignore[assignment]
+    clean, clean_tol = _close_round(s, edges, 1.0)[:2]
+    s["z"][0, 1] = np.nan
+    stats, tol = _close_round(s, edges, 1.0)[:2]
+    assert np.isnan(stats[0, 1:4]).all() and np.isnan(tol[0])
+    assert np.array_equal(stats[1:], clean[1:]) and np.array_equal(tol[1:], clean_tol[1:])

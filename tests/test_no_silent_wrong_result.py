@@ -367,8 +367,10 @@ def test_scaled_residual_counts_the_dual_variables_motion():
     assert scaled_residual(1e-11, 0.0, 1e10, 0.0) == pytest.approx(0.1)
     assert scaled_residual(1e-11, 0.0, 0.5, 0.0) == 1e-11
     assert scaled_residual(1e-3, 4.0, 0.5, 2.0) == 2.0
-    arrays = scaled_residual(np.array([1e-11, 3.0]), np.array([0.0, 1.0]), 2.0, np.array([0, 3]))
-    assert np.array_equal(arrays, [2e-11, 2.0])
+    assert scaled_residual(1e-11, 0.0, 2.0, 0.0) == 2e-11
+    assert scaled_residual(3.0, 1.0, 2.0, 3.0) == 2.0
+    assert np.isnan(scaled_residual(np.nan, 0.0, 2.0, 1.0))  # a NaN r wins (Python's max
+    assert scaled_residual(1.0, np.nan, 2.0, 1.0) == 2.0  # of (c r, s) keeps its first)
 
 
 @pytest.mark.parametrize("c", ["1e-300", "1e6", "1e12"])

@@ -20,7 +20,11 @@ the same code does the same operations on the same operands.
 - :func:`dual_step`: V_ji += c (Z^_ji - theta_i), V_ij += c (Z^_ij - theta_j), in place,
   theta the new iterates;
 - :func:`residuals`: r_j = max_i ||Z_j - theta_i|| (NaN wins) and s_j = c sqrt(d_j)
-  ||Z_j - Z_j^prev||.
+  ||Z_j - Z_j^prev||;
+- :func:`close_round`: the round's end in one call: the dual step, the residuals, and each
+  machine's stop statistics and next theta tolerance, by the rules
+  :func:`scaled_residual`, :func:`theta_tolerance` and :func:`penalties` (the one
+  implementation of each: ``steps`` and the audits call them).
 
 Compiled by numba on first use and cached on disk (:mod:`dpnet.decentralized._compiled`);
 tests/test_edges.py holds each equal to a numpy statement of its formula.
@@ -113,7 +117,6 @@ def relaxed_centers(
     return center
 
 
-@entry
 @compiled
 def dual_step(
     v_out: np.ndarray,
@@ -134,7 +137,6 @@ def dual_step(
                 v_in[e, a] += (z_in[e, a] - theta[j, a]) * c
 
 
-@entry
 @compiled
 def residuals(
     z: np.ndarray, z_prev: np.ndarray, theta_nbhd: np.ndarray, ptr: np.ndarray, c: float
@@ -162,6 +164,100 @@ def residuals(
     return primal, dual
 
 
+@compiled
+def scaled_residual(primal: float, dual: float, c: float, norm: float, theta_error: float) -> float:
+    """The stop rule's rho_j = max(r_j max(1, c), s_j, g_j) / max(1, ||theta_j||), NaN
+    compared as Python's max does (``steps.scaled_residual`` states the rule)."""
+    scaled = primal * max(1.0, c)
+    worst = dual if dual > scaled else scaled
+    worst = theta_error if theta_error > worst else worst
+    return worst / (norm if norm > 1.0 else 1.0)  # a NaN norm divides by 1
+
+
+@compiled
+def _nan_max(a: float, b: float) -> float:
+    """max(a, b) as np.maximum: NaN if either is."""
+    if a != a or b != b:
+        return a + b
+    return a if a > b else b
+
+
+@compiled
+def theta_tolerance(floor: float, rtol: float, c: float, primal: float, dual: float) -> float:
+    """max(floor, rtol max(c r_j, s_j)), NaN propagated (``steps.theta_tolerance`` states
+    the rule)."""
+    return _nan_max(floor, rtol * _nan_max(c * primal, dual))
+
+
+@compiled
+def _penalty(
+    row: np.ndarray, theta_group: np.ndarray, thresholds: np.ndarray, squares: np.ndarray
+) -> float:
+    """sum_g t_g ||row_g|| over ``row``'s penalised coordinates (its first
+    len(theta_group) - 1; a theta's intercept after them is left out): the squares summed in
+    coordinate order, then the groups' terms in group order. ``squares`` (G,): scratch."""
+    n_groups = len(thresholds)
+    squares[:] = 0.0
+    for a in range(len(theta_group) - 1):
+        squares[theta_group[a]] += row[a] * row[a]
+    total = 0.0
+    for g in range(n_groups):
+        total += thresholds[g] * np.sqrt(squares[g])
+    return total
+
+
+@entry
+@compiled
+def penalties(beta: np.ndarray, theta_group: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """sum_g t_g ||beta_g|| of every row of ``beta`` (k, p) (``GroupStructure.penalty``)."""
+    out = np.empty(beta.shape[0])
+    squares = np.empty(len(thresholds))
+    for j in range(beta.shape[0]):
+        out[j] = _penalty(beta[j], theta_group, thresholds, squares)
+    return out
+
+
+@entry
+@compiled
+def close_round(
+    v_out: np.ndarray,
+    v_in: np.ndarray,
+    z_out: np.ndarray,
+    z_in: np.ndarray,
+    theta: np.ndarray,
+    theta_nbhd: np.ndarray,
+    z: np.ndarray,
+    z_prev: np.ndarray,
+    ptr: np.ndarray,
+    c: float,
+    theta_group: np.ndarray,
+    thresholds: np.ndarray,
+    loss: np.ndarray,
+    theta_error: np.ndarray,
+    floor: float,
+    rtol: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The round's end: :func:`dual_step` in place, then (own, tol): each machine's stop
+    statistics (k, 5) in ``termination.STAT_NAMES`` order, penalty + ``loss`` (0 where the
+    loss is withheld), :func:`scaled_residual` with ``theta_error``, r_j, s_j (:func:`
+    residuals`) and ||theta_j||, and its next theta step's :func:`theta_tolerance`."""
+    dual_step(v_out, v_in, z_out, z_in, theta, theta_nbhd, ptr, c)
+    primal, dual = residuals(z, z_prev, theta_nbhd, ptr, c)
+    k, dim = theta.shape
+    own, tol = np.empty((k, 5)), np.empty(k)
+    squares = np.empty(len(thresholds))
+    for j in range(k):
+        total = 0.0
+        for a in range(dim):
+            total += theta[j, a] * theta[j, a]
+        norm = np.sqrt(total)
+        own[j, 0] = _penalty(theta[j], theta_group, thresholds, squares) + loss[j]
+        own[j, 1] = scaled_residual(primal[j], dual[j], c, norm, theta_error[j])
+        own[j, 2], own[j, 3], own[j, 4] = primal[j], dual[j], norm
+        tol[j] = theta_tolerance(floor, rtol, c, primal[j], dual[j])
+    return own, tol
+
+
 def warm_up() -> None:
     """Compile every function above (or load it from the cache) with the argument types of a
     run, on a path of two machines."""
@@ -169,5 +265,11 @@ def warm_up() -> None:
     rows, edge = np.zeros((2, 3)), np.zeros((4, 3))
     z_step(edge, edge, ptr, 1.0, np.array([0, 0, 1]), np.array([0.5]))
     relaxed_centers(rows, edge, rows, edge, edge, ptr, 1.7, 1.0, edge.copy(), edge.copy())
-    dual_step(edge.copy(), edge.copy(), edge, edge, rows, edge, ptr, 1.0)
     residuals(rows, rows, edge, ptr, 1.0)
+    groups, thresholds = np.array([0, 0, 1]), np.array([0.5])
+    penalties(rows[:, :-1], groups, thresholds)
+    scaled_residual(1.0, 1.0, 1.0, 1.0, 0.0)
+    theta_tolerance(1e-12, 0.1, 1.0, 1.0, 1.0)
+    v = edge.copy()
+    close_round(v, v.copy(), edge, edge, rows, edge, rows, rows, ptr, 1.0, groups, thresholds,
+                np.zeros(2), np.zeros(2), 1e-12, 0.1)  # fmt: skip

@@ -23,7 +23,7 @@ import numpy as np
 
 from dpnet.decentralized import _edges
 from dpnet.decentralized._compiled import compiled_anew
-from dpnet.decentralized.block import Block, CommBlock, rowdot
+from dpnet.decentralized.block import Block, CommBlock
 from dpnet.decentralized.record import (
     DEFAULT_ROUNDS,
     RECORD_RELAXATION,
@@ -34,14 +34,12 @@ from dpnet.decentralized.record import (
 )
 from dpnet.decentralized.stacked import StackedShards
 from dpnet.decentralized.steps import (
+    NEWTON_TOL,
     THETA_RTOL,
     GroupStructure,
     LocalData,
-    scaled_residual,
-    theta_tolerance,
     z_update,
 )
-from dpnet.decentralized.termination import N_STATS
 from dpnet.decentralized.theta import (
     NO_ANCHORS,
     MajorizedThetaStep,
@@ -611,27 +609,12 @@ def _inject_faults(config: ADMMConfig, block: Block, ranks: list[int], round_: i
         block.stall()
 
 
-def _own_statistics(
-    config: ADMMConfig,
-    groups: GroupStructure,
-    data: StackedShards,
-    solved: ThetaResult,
-    primal: np.ndarray,
-    dual: np.ndarray,
-    c: float,
-) -> np.ndarray:
-    """Every block machine's stop statistics of the round (termination.STAT_NAMES): its
-    objective part f_j(theta_j) + its share of the penalty (the loss withheld under record
-    privacy: it reads the rows), the scaled residual, the residuals and ||theta_j||."""
-    theta = solved.theta
-    own = np.empty((theta.shape[0], N_STATS))
-    norm = np.sqrt(rowdot(theta, theta))
-    own[:, 0] = groups.penalty(theta[:, :-1])
-    if config.record is None:
-        own[:, 0] += block_loss(data, theta) if solved.loss is None else solved.loss
-    own[:, 1] = scaled_residual(primal, dual, c, norm, solved.error)
-    own[:, 2], own[:, 3], own[:, 4] = primal, dual, norm
-    return own
+def _own_loss(config: ADMMConfig, data: StackedShards, solved: ThetaResult) -> np.ndarray:
+    """Every block machine's f_j(theta_j) for its stop statistics, 0 under record privacy
+    (withheld: it reads the rows)."""
+    if config.record is not None:
+        return np.zeros(solved.theta.shape[0])
+    return block_loss(data, solved.theta) if solved.loss is None else solved.loss
 
 
 def run_block(
@@ -704,11 +687,13 @@ def run_block(
                 exc.round = t
                 raise
             theta_nbhd = np.ascontiguousarray(received[:, :dim])  # one layout compiled
-            _edges.dual_step(v_out, v_in, z_out, z_in, theta, theta_nbhd, ptr, c)
-
-            primal, dual = _edges.residuals(z, z_prev, theta_nbhd, ptr, c)
-            theta_tol = np.asarray(theta_tolerance(config.theta_rtol, c, primal, dual))
-            own = _own_statistics(config, groups, data, solved, primal, dual, c)
+            error = solved.error
+            own, theta_tol = _edges.close_round(
+                v_out, v_in, z_out, z_in, theta, theta_nbhd, z, z_prev, ptr, c,
+                groups.theta_group, groups.thresholds, _own_loss(config, data, solved),
+                error if isinstance(error, np.ndarray) else np.full(len(ranks), error),
+                NEWTON_TOL, config.theta_rtol,
+            )  # fmt: skip
             stats.receive(t, own, received[:, dim:])
 
             complete = stats.network_stats(t)

@@ -40,11 +40,6 @@ FLOAT_BYTES = 8
 STALL_SECONDS = 3600.0  # an injected stall (fault tests): longer than any peer deadline
 
 
-def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a_j . b_j for every row j."""
-    return np.einsum("ij,ij->i", a, b)
-
-
 @dataclass(frozen=True)
 class BlockEdges:
     """The directed edges (j, i), i in Nbar_j, of a block's k machines, in CSR order.

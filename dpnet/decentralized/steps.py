@@ -38,12 +38,12 @@ THETA_RTOL = 0.1
 docs/algorithms.md ("How exactly the theta step is solved")."""
 
 
-def theta_tolerance(
-    rtol: float, c: float, primal: float | np.ndarray, dual: float | np.ndarray
-) -> float | np.ndarray:
+def theta_tolerance(rtol: float, c: float, primal: float, dual: float) -> float:
     r"""The gradient norm at which the next round's theta step stops:
     max(NEWTON_TOL, rtol max(c r_j, s_j)), with r_j, s_j this round's primal and dual
-    residuals of the machine (:func:`residuals`; floats, or arrays over machines).
+    residuals of the machine (:func:`~dpnet.decentralized._edges.residuals`); compiled in
+    :func:`~dpnet.decentralized._edges.theta_tolerance`, which the round's end
+    (:func:`~dpnet.decentralized._edges.close_round`) applies to every machine.
 
     c r_j and s_j are in gradient units (the dual variables' and the Z's motion in one
     round), so the subproblem is solved a factor rtol below the error the round itself still
@@ -53,8 +53,7 @@ def theta_tolerance(
     solve to NEWTON_TOL. NaN residuals give a NaN tolerance: the solve runs NEWTON_MAX_ITER
     iterations, as it did on a non-finite iterate, and the stop rule ends the run.
     """
-    tol = np.maximum(NEWTON_TOL, rtol * np.maximum(c * np.asarray(primal), dual))
-    return tol if tol.ndim else float(tol)
+    return _edges.theta_tolerance(NEWTON_TOL, rtol, c, primal, dual)
 
 
 @dataclass(frozen=True)
@@ -89,8 +88,10 @@ class GroupStructure:
         return group_norms(beta, self.grp_ptr, None if self._in_order else self.grp_indices)
 
     def penalty(self, beta: np.ndarray) -> np.ndarray:
-        """sum_g t_g ||beta_g|| (of each row; 0-d for one beta)."""
-        return np.asarray(self.norms(beta) @ self.thresholds)
+        """sum_g t_g ||beta_g|| (of each row; 0-d for one beta), bitwise the round's
+        (:func:`~dpnet.decentralized._edges.penalties`)."""
+        rows = np.ascontiguousarray(np.atleast_2d(beta), dtype=float)
+        return _edges.penalties(rows, self.theta_group, self.thresholds).reshape(beta.shape[:-1])
 
 
 @dataclass(frozen=True)
@@ -137,14 +138,12 @@ def local_objective(data: LocalData, theta: np.ndarray) -> float:
 
 
 def scaled_residual(
-    primal: float | np.ndarray,
-    dual: float | np.ndarray,
-    c: float,
-    norm: float | np.ndarray,
-    theta_error: float | np.ndarray = 0.0,
-) -> float | np.ndarray:
-    """The stop rule's rho_j = max(r_j max(1, c), s_j, g_j) / max(1, ||theta_j||) (floats, or
-    arrays over machines; Python's max semantics, NaN included, in both).
+    primal: float, dual: float, c: float, norm: float, theta_error: float = 0.0
+) -> float:
+    """The stop rule's rho_j = max(r_j max(1, c), s_j, g_j) / max(1, ||theta_j||) (Python's
+    max semantics, NaN included), compiled in
+    :func:`~dpnet.decentralized._edges.scaled_residual`, which the round's end applies to
+    every machine.
 
     r_j is the primal iterates' disagreement, s_j the dual residual (the primal iterates'
     motion in gradient units), and c r_j is the dual variables' motion in one round
@@ -160,8 +159,4 @@ def scaled_residual(
     theta = 0. 0 for the steps that report none (fixed numbers of majorized or gradient
     iterations; the fixed-work private step).
     """
-    scaled = primal * max(1.0, c)
-    worst = np.where(dual > scaled, dual, scaled)
-    worst = np.where(theta_error > worst, theta_error, worst)
-    rho = worst / np.fmax(norm, 1.0)  # max(1, NaN) = 1, as np.fmax
-    return rho if rho.ndim else float(rho)
+    return _edges.scaled_residual(primal, dual, c, norm, theta_error)
