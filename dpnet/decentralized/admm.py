@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 import numpy as np
 
-from dpnet.decentralized import _edges
+from dpnet.decentralized import _edges, termination
 from dpnet.decentralized._compiled import compiled_anew
 from dpnet.decentralized.block import Block, CommBlock
 from dpnet.decentralized.record import (
@@ -462,13 +462,15 @@ def take_decision(
 
 
 def compile_kernels() -> bool:
-    """Compile the round's kernels, the Newton theta step and the edge arithmetic
-    (:mod:`dpnet.decentralized._newton`, :mod:`dpnet.decentralized._edges`), or load them
+    """Compile the round's kernels, the Newton theta step, the edge arithmetic and the
+    statistics' combination (:mod:`dpnet.decentralized._newton`, :mod:`._edges`,
+    :func:`dpnet.decentralized.termination.combine`), or load them
     from numba's on-disk cache. A first process pays numba's compilation here (about ten
     seconds, once per installation: an image build runs it, launch/Dockerfile). True if
     anything was compiled (not all loaded from the cache)."""
     theta_warm_up()
     _edges.warm_up()
+    termination.warm_up()
     return compiled_anew()
 
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from dpnet.decentralized._compiled import compiled, entry
+
 STAT_NAMES = ("objective_part", "scaled_residual", "primal_residual", "dual_residual", "coef_norm")
 N_STATS = len(STAT_NAMES)
 _IS_SUM = np.array([True, False, False, False, False])
@@ -41,9 +43,23 @@ def combine(own: np.ndarray, children: np.ndarray) -> np.ndarray:
     the objective, added in row order after ``own``; maxima (NaN wins) otherwise."""
     if not len(children):
         return own
-    rows = np.concatenate((own[None, :], children))
-    total = np.maximum.reduce(rows, axis=0)
-    np.copyto(total, np.add.reduce(rows, axis=0), where=_IS_SUM)
+    return _combine(own, np.ascontiguousarray(children), _IS_SUM)
+
+
+@entry
+@compiled
+def _combine(own: np.ndarray, children: np.ndarray, is_sum: np.ndarray) -> np.ndarray:
+    """:func:`combine`, compiled (a round's statistics on every machine)."""
+    total = own.copy()
+    for i in range(children.shape[0]):
+        for a in range(len(own)):
+            value, kept = children[i, a], total[a]
+            if is_sum[a]:
+                total[a] = kept + value
+            elif value != value or kept != kept:
+                total[a] = value + kept  # NaN
+            elif value > kept:
+                total[a] = value
     return total
 
 
@@ -174,3 +190,8 @@ class TreeAggregator:
         """G(s) for s = round_ - 2H, identical on every machine; None before round 1."""
         s = round_ - self.plan.lag
         return self._known.get(s) if s >= 1 else None
+
+
+def warm_up() -> None:
+    """Compile :func:`combine`'s kernel (or load it from numba's on-disk cache)."""
+    combine(NEUTRAL, NEUTRAL[None, :])
