@@ -293,7 +293,8 @@ def test_a_signal_inside_a_compiled_kernel_is_the_interrupt() -> None:
     compile_kernels()  # as the job does before its handlers raise (a signal in LLVM's loading
     # of the cached code was "ignored on calling ctypes callback": lost)
     rng = np.random.default_rng(0)
-    z, theta_nbhd, ptr = rng.random((1, 49)), rng.random((4, 49)), np.array([0, 4])
+    theta_nbhd, v_out, ptr = rng.random((4, 49)), rng.random((4, 49)), np.array([0, 4])
+    theta_group, thresholds = np.append(np.repeat(np.arange(16), 3), 16), np.full(16, 0.1)
     saved = signal.signal(signal.SIGTERM, _raise_signal)
     ended: Counter[str] = Counter()
     try:
@@ -302,7 +303,7 @@ def test_a_signal_inside_a_compiled_kernel_is_the_interrupt() -> None:
             timer.start()
             try:
                 while True:
-                    _edges.residuals(z, z, theta_nbhd, ptr, 2.0)
+                    _edges.z_step(theta_nbhd, v_out, ptr, 2.0, theta_group, thresholds)
             except (Terminated, SystemError) as exc:
                 ended[type(exc).__name__] += 1
             timer.join()
