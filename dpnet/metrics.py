@@ -23,7 +23,13 @@ from dpnet import streams
 from dpnet.checks import positive
 from dpnet.data.labels import equal_labels
 from dpnet.errors import PrivacyError
-from dpnet.privacy.budget import BudgetAccountant, PicklableLock, charge
+from dpnet.privacy.budget import (
+    BudgetAccountant,
+    PicklableLock,
+    adopt_default,
+    carry_default,
+    charge,
+)
 from dpnet.privacy.discrete import COUNT_GRID, MAX_COUNT_EPSILON
 
 
@@ -87,6 +93,15 @@ class PrivateAccuracyScorer(PicklableLock):
 
     def __repr__(self) -> str:
         return f"PrivateAccuracyScorer(epsilon={self.epsilon:g})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for a worker process: with no ``accountant``, the caller's default
+        accountant's spool goes along (:func:`~dpnet.privacy.budget.carry_default`)."""
+        return carry_default(super().__getstate__(), self.accountant)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        adopt_default(state)
+        super().__setstate__(state)
 
     def _stream(self) -> np.random.Generator:
         """A stream for this call's draw alone (dropped after it): OS entropy, or child

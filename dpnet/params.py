@@ -9,11 +9,13 @@ the data or several parameters at once is checked in ``fit`` itself.
 from __future__ import annotations
 
 from numbers import Integral, Real
+from typing import Any
 
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, InvalidParameterError
 
 from dpnet.errors import ConfigError
+from dpnet.privacy.budget import adopt_default, carry_default
 
 # the constraints several estimators share
 FINITE_POSITIVE = Interval(Real, 0, None, closed="neither")
@@ -30,6 +32,15 @@ class ParameterError(ConfigError, InvalidParameterError):
 class ConstrainedEstimator(BaseEstimator):
     """Base of dpnet's estimators: scikit-learn's check of ``_parameter_constraints``, raising
     :class:`ParameterError`."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for a worker process: with no ``accountant``, the caller's default
+        accountant's spool goes along (:func:`~dpnet.privacy.budget.carry_default`)."""
+        return carry_default(dict(super().__getstate__()), getattr(self, "accountant", False))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        adopt_default(state)
+        super().__setstate__(state)
 
     def _validate_params(self) -> None:
         try:

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import warnings
@@ -150,6 +151,7 @@ model = DecentralizedGroupLassoLogistic(
 )
 GridSearchCV(model, {"lam": [0.05, 0.5]}, cv=2, n_jobs=int(sys.argv[1])).fit(X, y)
 print(len(budget.charges))
+print(getattr(budget, "_spool", None), file=sys.stderr)  # the default's spool, if it has one
 """
 
 
@@ -196,18 +198,68 @@ def test_fits_in_the_callers_process_charge_its_accountant_without_a_warning(tmp
 
 
 @pytest.mark.timeout(960)
-def test_fits_in_worker_processes_warn_that_the_default_accountant_did_not_see_them(tmp_path):
-    """No accountant given: the 2 x 2 cross-validation fits charge the workers' own defaults.
-    Each worker that ran one warns once (the parent's default holds the refit's charge only);
-    in the caller's process nothing warns and the default holds all five."""
+def test_the_default_accountant_counts_the_fits_of_worker_processes(tmp_path):
+    """No accountant given: the estimators pickled for the workers carry the caller's default
+    accountant's spool, and the 2 x 2 cross-validation fits in the workers charge it; the
+    caller's default_accountant() counts all five, nothing warns, and the spool's folder is
+    gone when the caller exits. (Before: each worker charged its own default, unseen.)"""
     done = _grid_search(tmp_path, n_jobs=2, given=False)
-    warned = [line for line in done.stderr.splitlines() if _CHILD in line]
-    assert 1 <= len(warned) <= 2, done.stderr  # one per worker process that fitted
-    assert all("PrivacyLeakWarning" in line and "n_jobs=1" in line for line in warned)
-    assert done.stdout == "1\n"
+    assert _CHILD not in done.stderr and _AWAY not in done.stderr
+    assert done.stdout == "5\n"
+    spool = Path(done.stderr.strip().splitlines()[-1])
+    assert spool.name == "spend.jsonl" and not spool.parent.exists()
     alone = _grid_search(tmp_path, n_jobs=1, given=False)
     assert _CHILD not in alone.stderr
     assert alone.stdout == "5\n"
+    assert alone.stderr.strip().splitlines()[-1] == "None"  # nothing pickled: no spool
+
+
+def test_a_shared_default_keeps_its_charges_and_resets() -> None:
+    from dpnet.privacy.budget import DefaultAccountant
+
+    default = DefaultAccountant()
+    default.charge(0.5, 1e-7, label="before")
+    default.charge(1.0, 0.0, label="add-remove", relation="add_remove")  # 2.0 replace-one
+    spool = default.share()
+    try:
+        assert default.shared and default.share() == spool  # made once
+        assert oct(os.stat(os.path.dirname(spool)).st_mode & 0o777) == "0o700"
+        assert [c.label for c in default.charges] == ["before", "add-remove"]
+        assert default.spent == pytest.approx((2.5, 1e-7))
+        from dpnet.privacy.budget_file import BudgetFileAccountant
+
+        BudgetFileAccountant(spool).charge(0.25, 0.0, label="worker")  # as a worker does
+        assert default.n_charges == 3 and default.spent == pytest.approx((2.75, 1e-7))
+        default.reset()
+        assert default.spent == (0.0, 0.0) and default.charges == ()
+        default.charge(0.125, 0.0, label="after")
+        assert [c.label for c in default.charges] == ["after"] and default.spent[0] == 0.125
+    finally:
+        shutil.rmtree(os.path.dirname(spool))
+
+
+def test_only_a_child_takes_the_spool_a_fit_carries(tmp_path) -> None:
+    """A fit pickled by this process (a copy, joblib.dump), or carrying the spool of a
+    process that is not this one's parent (a model saved in another session), leaves the
+    default accountant as it is; the key never becomes an attribute."""
+    from dpnet.privacy import budget
+
+    model = DecentralizedGroupLassoLogistic(epsilon=1.0)
+    state = model.__getstate__()
+    pid, spool = state[budget.SPOOL_KEY]
+    assert pid == os.getpid() and os.path.isdir(os.path.dirname(spool))
+    before = budget.default_accountant()
+    copied = pickle.loads(pickle.dumps(model))
+    assert budget.default_accountant() is before and budget.SPOOL_KEY not in vars(copied)
+    for carried in [(os.getppid() + 12345, spool), (os.getppid(), str(tmp_path / "gone/s"))]:
+        budget.adopt_default({budget.SPOOL_KEY: carried})
+        assert budget.default_accountant() is before
+    given = DecentralizedGroupLassoLogistic(epsilon=1.0, accountant=BudgetAccountant(1.0))
+    assert budget.SPOOL_KEY not in given.__getstate__()
+    from dpnet.metrics import PrivateAccuracyScorer
+
+    assert budget.SPOOL_KEY in PrivateAccuracyScorer(1.0).__getstate__()
+    assert budget.SPOOL_KEY not in PrivateAccuracyScorer(1.0, accountant=before).__getstate__()
 
 
 @pytest.mark.timeout(960)

@@ -16,22 +16,27 @@ A fit given no accountant (``accountant=None``, the default) charges the process
 same basic composition (``spent``), so a search of many fits is not silent. A fit with
 ε = inf charges it nothing (there is no guarantee to add). A fit given an accountant charges
 that one only. ``reset()`` forgets the charges (not the privacy loss they stand for). The
-default is per process: fits that scikit-learn runs in worker processes (``n_jobs`` with the
-loky backend) charge those processes' defaults, not the caller's. An accountant given to such
-a fit reaches the worker as a copy (pickled): the charge lands on the copy and the caller's
-accountant never sees it, nor does the copy see the other workers' fits. Each accountant knows
+default follows a fit into scikit-learn's worker processes (``n_jobs`` with the loky
+backend): a fit pickled for a child carries the caller's default (:class:`DefaultAccountant`,
+:func:`carry_default`), whose charges then live in a spool file that the child charges too.
+An accountant given to such a fit reaches the worker as a copy (pickled): the charge lands on
+the copy and the caller's accountant never sees it, nor does the copy see the other workers'
+fits. Each accountant knows
 the process it was made in, and a charge made in another process warns
 :class:`~dpnet.privacy.leaks.PrivacyLeakWarning` once per fit, with the remedy: ``n_jobs=1``,
-or sum the spends from each fit's ``privacy_``. A worker's own default is charged likewise
-unseen by the caller: the first fit that charges the default accountant of a child process
-(one with a multiprocessing parent, as loky's workers have) warns once for that process.
+or sum the spends from each fit's ``privacy_``. A child's own default, not handed the
+caller's (a fork of a process that never pickled a fit), is charged unseen by the caller: the
+first fit that charges it warns once for that process.
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import math
 import os
+import shutil
+import tempfile
 import threading
 import warnings
 from dataclasses import dataclass
@@ -131,7 +136,7 @@ class BudgetAccountant(PicklableLock):
         epsilon, delta = self.spent
         return (
             f"BudgetAccountant(epsilon={self.epsilon:g}, delta={self.delta:g}; "
-            f"spent epsilon={epsilon:.6g}, delta={delta:.3g} in {len(self._charges)} charges)"
+            f"spent epsilon={epsilon:.6g}, delta={delta:.3g} in {self.n_charges} charges)"
         )
 
     @property
@@ -206,20 +211,133 @@ class BudgetAccountant(PicklableLock):
             self._spent = (0.0, 0.0)
 
 
-_DEFAULT: BudgetAccountant | None = None
+class DefaultAccountant(BudgetAccountant):
+    """The process-wide accountant (:func:`default_accountant`): no cap, in memory until a fit
+    that would charge it is pickled for another process (:func:`carry_default`). From then on
+    its charges are kept in a spool, a budget file with no cap in a private temporary folder
+    (removed when the process exits), and the fits of the process's children that were handed
+    it (GridSearchCV(n_jobs=2)'s loky workers) charge the same file under its lock: ``spent``
+    counts them. ``reset()`` forgets the charges so far (the spool keeps them; they are no
+    longer counted here)."""
+
+    def __init__(self, spool: str | None = None) -> None:
+        super().__init__(math.inf, math.inf)
+        self._spool = spool
+        self._forgotten = 0  # spool charges before the last reset
+
+    @property
+    def shared(self) -> bool:
+        """Whether the charges are in a spool that other processes charge."""
+        return self._spool is not None
+
+    def _file(self) -> BudgetAccountant:
+        from dpnet.privacy.budget_file import BudgetFileAccountant  # it imports this module
+
+        assert self._spool is not None
+        return BudgetFileAccountant(self._spool, math.inf, math.inf)
+
+    def share(self) -> str:
+        """The spool's path, made on first use with the charges so far."""
+        with self._lock:
+            if self._spool is None:
+                directory = tempfile.mkdtemp(prefix="dpnet-spend-")  # mode 0700
+                atexit.register(_remove_spool, directory, os.getpid())
+                self._spool = os.path.join(directory, "spend.jsonl")
+                spool = self._file()
+                for charge in self._charges:  # costs already under replace-one
+                    spool.charge(charge.epsilon, charge.delta, label=charge.label)
+                self._charges.clear()
+                self._spent = (0.0, 0.0)
+            return self._spool
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        if self._spool is None:
+            return super().charges
+        return self._file().charges[self._forgotten :]
+
+    @property
+    def n_charges(self) -> int:
+        if self._spool is None:
+            return super().n_charges
+        return self._file().n_charges - self._forgotten
+
+    @property
+    def spent(self) -> tuple[float, float]:
+        if self._spool is None:
+            return super().spent
+        return composed(*((c.epsilon, c.delta) for c in self.charges))
+
+    def charge(
+        self, epsilon: float, delta: float, *, label: str, relation: str = "replace_one"
+    ) -> Charge:
+        if self._spool is None:
+            return super().charge(epsilon, delta, label=label, relation=relation)
+        return self._file().charge(epsilon, delta, label=label, relation=relation)
+
+    def reset(self) -> None:
+        if self._spool is None:
+            super().reset()
+            return
+        with self._lock:
+            self._forgotten = self._file().n_charges
+
+
+def _remove_spool(directory: str, owner: int) -> None:
+    """At exit: the spool's folder, by the process that made it (not a forked child)."""
+    if os.getpid() == owner:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+_DEFAULT: DefaultAccountant | None = None
 _DEFAULT_LOCK = threading.Lock()
 _CHILD_WARNED: list[bool] = []  # this child process's default accountant has warned
+SPOOL_KEY = "_dpnet_default_spool"
+"""The key under which a pickled fit carries (the pickling process's pid, the spool)."""
 
 
 def default_accountant() -> BudgetAccountant:
     """The process-wide accountant (no cap, made on first use) that every fit given no
     ``accountant=`` charges: ``default_accountant().spent`` is what those fits spent together
-    (basic composition), ``.charges`` one entry per fit, ``.reset()`` starts the count again."""
+    (basic composition), the fits of worker processes handed such a fit included
+    (:class:`DefaultAccountant`), ``.charges`` one entry per fit, ``.reset()`` starts the
+    count again."""
+    return _default()
+
+
+def _default() -> DefaultAccountant:
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
-            _DEFAULT = BudgetAccountant(math.inf, math.inf)
+            _DEFAULT = DefaultAccountant()
         return _DEFAULT
+
+
+def carry_default(state: dict[str, Any], accountant: object) -> dict[str, Any]:
+    """``state`` of an object that charges ``accountant`` (an estimator, a private scorer)
+    being pickled: with None (the default accountant) it carries this process's pid and the
+    default's spool (:meth:`DefaultAccountant.share`), so a copy unpickled in a child charges
+    the caller's default (:func:`adopt_default`)."""
+    if accountant is None:
+        state[SPOOL_KEY] = (os.getpid(), _default().share())
+    return state
+
+
+def adopt_default(state: dict[str, Any]) -> None:
+    """Take the spool a pickled object carries (removed from ``state``) as this process's
+    default accountant, if it was pickled by this process's parent: a worker handed a fit.
+    A copy pickled by this process itself, or by any other (a model saved in another session:
+    its spool is gone), changes nothing."""
+    carried = state.pop(SPOOL_KEY, None)
+    if carried is None:
+        return
+    pid, spool = carried
+    if pid != os.getppid() or pid == os.getpid() or not os.path.isdir(os.path.dirname(spool)):
+        return
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT._spool != spool:
+            _DEFAULT = DefaultAccountant(spool)
 
 
 def charge(
@@ -236,8 +354,9 @@ def charge(
     if accountant is None:
         if math.isinf(epsilon):
             return None
-        accountant = default_accountant()
-        _warn_in_a_child(label)
+        accountant = _default()
+        if not accountant.shared:  # else the caller's default counts it
+            _warn_in_a_child(label)
     if not isinstance(accountant, BudgetAccountant):
         raise PrivacyError(
             f"accountant must be a BudgetAccountant, got {type(accountant).__name__}"
