@@ -236,6 +236,10 @@ def test_a_shared_default_keeps_its_charges_and_resets() -> None:
         assert [c.label for c in default.charges] == ["after"] and default.spent[0] == 0.125
     finally:
         shutil.rmtree(os.path.dirname(spool))
+    with pytest.warns(PrivacyLeakWarning, match="spool .* was removed"):
+        assert default.spent == (0.0, 0.0)  # its folder gone: its count with it, said
+    default.charge(0.5, 0.0, label="in memory")
+    assert not default.shared and default.spent == (0.5, 0.0)
 
 
 def test_only_a_child_takes_the_spool_a_fit_carries(tmp_path) -> None:

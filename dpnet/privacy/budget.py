@@ -250,33 +250,50 @@ class DefaultAccountant(BudgetAccountant):
                 self._spent = (0.0, 0.0)
             return self._spool
 
+    def _in_spool(self) -> bool:
+        """Whether the charges are in the spool; a spool whose folder was removed (a /tmp
+        cleaner) takes its count with it: warned, and the charges are kept in memory again."""
+        if self._spool is None:
+            return False
+        if os.path.isdir(os.path.dirname(self._spool)):
+            return True
+        warnings.warn(
+            f"the default accountant's spool {self._spool} was removed: the charges it held "
+            "are no longer counted by default_accountant(), and worker processes' fits are "
+            "not counted from now on",
+            PrivacyLeakWarning,
+            stacklevel=3,
+        )
+        self._spool = None
+        return False
+
     @property
     def charges(self) -> tuple[Charge, ...]:
-        if self._spool is None:
+        if not self._in_spool():
             return super().charges
         return self._file().charges[self._forgotten :]
 
     @property
     def n_charges(self) -> int:
-        if self._spool is None:
+        if not self._in_spool():
             return super().n_charges
         return self._file().n_charges - self._forgotten
 
     @property
     def spent(self) -> tuple[float, float]:
-        if self._spool is None:
+        if not self._in_spool():
             return super().spent
         return composed(*((c.epsilon, c.delta) for c in self.charges))
 
     def charge(
         self, epsilon: float, delta: float, *, label: str, relation: str = "replace_one"
     ) -> Charge:
-        if self._spool is None:
+        if not self._in_spool():
             return super().charge(epsilon, delta, label=label, relation=relation)
         return self._file().charge(epsilon, delta, label=label, relation=relation)
 
     def reset(self) -> None:
-        if self._spool is None:
+        if not self._in_spool():
             super().reset()
             return
         with self._lock:
