@@ -156,14 +156,15 @@ class DecentralizedGroupLassoLogistic(WarnsOnRawScore, ClassifierMixin, Constrai
 
     ``accountant``: a :class:`~dpnet.privacy.budget.BudgetAccountant` shared across fits: the
     fit charges its (epsilon, delta) first and is refused (``BudgetExceeded``, nothing fitted)
-    if that would pass the cap; epsilon = inf (no privacy) is refused by every cap. A
+    if that would pass the cap; epsilon = inf (no privacy) is refused by every cap. Pickled
+    for a search's worker processes, it keeps one budget for all of them (a spool file). A
     :class:`~dpnet.privacy.budget_file.BudgetFileAccountant` keeps the charges in a budget
-    file, one budget for every process (a search's worker processes included). With None
+    file of your own, shared with later sessions and command-line jobs. With None
     (the default) a fit under a finite ``epsilon`` charges the process-wide, uncapped
     :func:`~dpnet.privacy.budget.default_accountant` instead (silently; epsilon = inf charges
-    nothing): its ``spent`` is what every such fit spent, added up by basic composition, per
-    machine. ``privacy_["accountant"]`` says which accountant the fit charged and its total
-    after the fit.
+    nothing): its ``spent`` is what every such fit spent, a search's workers' included, added
+    up by basic composition, per machine. ``privacy_["accountant"]`` says which accountant
+    the fit charged and its total after the fit.
 
     ``classes``: the two label values, (negative, positive): the public label set both
     guarantees assume. Given, nothing about the class set is read from ``y``: ``classes_`` is

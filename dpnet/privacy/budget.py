@@ -16,17 +16,14 @@ A fit given no accountant (``accountant=None``, the default) charges the process
 same basic composition (``spent``), so a search of many fits is not silent. A fit with
 ε = inf charges it nothing (there is no guarantee to add). A fit given an accountant charges
 that one only. ``reset()`` forgets the charges (not the privacy loss they stand for). The
-default follows a fit into scikit-learn's worker processes (``n_jobs`` with the loky
-backend): a fit pickled for a child carries the caller's default (:class:`DefaultAccountant`,
-:func:`carry_default`), whose charges then live in a spool file that the child charges too.
-An accountant given to such a fit reaches the worker as a copy (pickled): the charge lands on
-the copy and the caller's accountant never sees it, nor does the copy see the other workers'
-fits. Each accountant knows
-the process it was made in, and a charge made in another process warns
-:class:`~dpnet.privacy.leaks.PrivacyLeakWarning` once per fit, with the remedy: ``n_jobs=1``,
-or sum the spends from each fit's ``privacy_``. A child's own default, not handed the
-caller's (a fork of a process that never pickled a fit), is charged unseen by the caller: the
-first fit that charges it warns once for that process.
+accountant follows a fit into scikit-learn's worker processes (``n_jobs`` with the loky
+backend): pickled for a child, it keeps its charges in a spool file that the child's copy
+charges too, under the file's lock and against the one cap (:class:`BudgetAccountant`); a fit
+given no accountant carries the caller's default the same way (:func:`carry_default`). Each
+accountant knows the process it was made in, and a charge that reaches a copy cut off from the
+spool (a fork, a model loaded in another session) in another process warns
+:class:`~dpnet.privacy.leaks.PrivacyLeakWarning` once per fit, with the remedy; so does the
+first fit that charges a child process's own default, not handed the caller's.
 """
 
 from __future__ import annotations
@@ -116,9 +113,23 @@ class BudgetAccountant(PicklableLock):
     """A cap (ε, δ) on everything fitted on one data set, under replace-one neighbours;
     ``charges``, ``spent`` and ``remaining`` say where it stands, ``reset()`` empties it.
     ``epsilon = inf`` (with ``delta = inf``) is no cap: the accountant only sums (the
-    :func:`default_accountant`). Charging and resetting are thread-safe."""
+    :func:`default_accountant`). Charging and resetting are thread-safe.
+
+    Shared with worker processes: pickled (for a loky worker of GridSearchCV(n_jobs=2), or by
+    :func:`carry_default` for the default), the accountant moves its charges into a spool, a
+    budget file with its cap in a private temporary folder (mode 0700, removed when the
+    process that made it exits), and from then on every charge, its own and those of the
+    copies unpickled in its child processes, is checked against the cap and appended under
+    the file's lock (:func:`dpnet.privacy.budget_file.charge_budget`): one budget, exactly
+    enforced, for every process of a search. A copy unpickled anywhere else (in the same
+    process, or a model saved and loaded in another session) is an accountant of its own with
+    the charges made until it was pickled. Once shared, a capped accountant is not reset (its
+    copies check the file's whole spend: make a new accountant for a new data set); one with
+    no cap forgets its charges by count."""
 
     _home_pid: int | None = None  # the process it was made in (None: unpickled from before)
+    _spool: str | None = None  # the spool, once shared
+    _forgotten = 0  # the spool's charges before the last reset (no cap only)
 
     def __deepcopy__(self, memo: dict) -> BudgetAccountant:
         """Itself: one budget shared by every copy (scikit-learn's ``clone``, GridSearchCV's
@@ -139,14 +150,80 @@ class BudgetAccountant(PicklableLock):
             f"spent epsilon={epsilon:.6g}, delta={delta:.3g} in {self.n_charges} charges)"
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Shared (:meth:`share`), with the charges so far for a copy that cannot reach the
+        spool, and (this process, the spool, the count forgotten) for one that can."""
+        spool = self.share()
+        state = super().__getstate__()
+        state.update(_charges=list(self.charges), _spent=self.spent, _spool=None)
+        state["_forgotten"] = 0
+        state[SPOOL_KEY] = (os.getpid(), spool, self._forgotten)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        carried = state.pop(SPOOL_KEY, None)
+        super().__setstate__(state)
+        if carried is not None and _from_parent(carried[0], carried[1]):
+            self._spool, self._forgotten = carried[1], carried[2]
+
+    @property
+    def no_cap(self) -> bool:
+        return math.isinf(self.epsilon) and math.isinf(self.delta)
+
+    @property
+    def shared(self) -> bool:
+        """Whether the charges are in a spool that other processes charge."""
+        return self._spool is not None
+
+    def share(self) -> str:
+        """The spool's path, made on first use with the charges so far."""
+        with self._lock:
+            if self._spool is None:
+                directory = tempfile.mkdtemp(prefix="dpnet-spend-")  # mode 0700
+                atexit.register(_remove_spool, directory, os.getpid())
+                self._spool = os.path.join(directory, "spend.jsonl")
+                spool = self._file()
+                for charge in self._charges:  # costs already under replace-one
+                    spool.charge(charge.epsilon, charge.delta, label=charge.label)
+                self._charges.clear()
+                self._spent = (0.0, 0.0)
+            return self._spool
+
+    def _file(self) -> BudgetAccountant:
+        from dpnet.privacy.budget_file import BudgetFileAccountant  # it imports this module
+
+        assert self._spool is not None
+        return BudgetFileAccountant(self._spool, self.epsilon, self.delta)
+
+    def _in_spool(self) -> bool:
+        """Whether the charges are in the spool. A spool whose folder was removed (a /tmp
+        cleaner) took its count with it: with no cap that is warned and the count goes on in
+        memory; with a cap every charge is refused (the file cannot be charged)."""
+        if self._spool is None:
+            return False
+        if os.path.isdir(os.path.dirname(self._spool)) or not self.no_cap:
+            return True
+        warnings.warn(
+            f"the accountant's spool {self._spool} was removed: the charges it held are no "
+            "longer counted, and worker processes' fits are not counted from now on",
+            PrivacyLeakWarning,
+            stacklevel=3,
+        )
+        self._spool = None
+        return False
+
     @property
     def charges(self) -> tuple[Charge, ...]:
+        if self._in_spool():
+            return self._file().charges[self._forgotten :]
         with self._lock:
             return tuple(self._charges)
 
     @property
     def n_charges(self) -> int:
         """How many charges were made (without copying them)."""
+        if self._in_spool():
+            return self._file().n_charges - self._forgotten
         with self._lock:
             return len(self._charges)
 
@@ -154,6 +231,8 @@ class BudgetAccountant(PicklableLock):
     def spent(self) -> tuple[float, float]:
         """(Σ ε, Σ δ) of the charges so far (running sums: the process-wide default takes
         every fit of a long session, and a sum over all of them per charge grew quadratically)."""
+        if self._in_spool():
+            return composed(*((c.epsilon, c.delta) for c in self.charges))
         with self._lock:
             return self._spent
 
@@ -166,6 +245,8 @@ class BudgetAccountant(PicklableLock):
         self, epsilon: float, delta: float, *, label: str, relation: str = "replace_one"
     ) -> Charge:
         """Add one fit's guarantee, or raise :class:`BudgetExceeded` (and add nothing)."""
+        if self._in_spool():  # the file's check and append, under its lock
+            return self._file().charge(epsilon, delta, label=label, relation=relation)
         charge = Charge(label, *replace_one_cost(epsilon, delta, relation))
         with self._lock:  # the check and the append at once: no two fits share what is left
             spent_epsilon, spent_delta = self._spent
@@ -205,99 +286,21 @@ class BudgetAccountant(PicklableLock):
 
     def reset(self) -> None:
         """Forget every charge (``spent`` is 0 again). The fits' privacy loss is not undone:
-        for a new data set, or a new count."""
+        for a new data set, or a new count. PrivacyError for a capped accountant shared with
+        other processes."""
+        if self._in_spool():
+            if not self.no_cap:
+                raise PrivacyError(
+                    "this accountant's budget is shared with worker processes (it was "
+                    "pickled), whose copies check the whole spend against the cap: it is not "
+                    "reset; make a new BudgetAccountant for a new data set"
+                )
+            with self._lock:
+                self._forgotten = self._file().n_charges
+            return
         with self._lock:
             self._charges.clear()
             self._spent = (0.0, 0.0)
-
-
-class DefaultAccountant(BudgetAccountant):
-    """The process-wide accountant (:func:`default_accountant`): no cap, in memory until a fit
-    that would charge it is pickled for another process (:func:`carry_default`). From then on
-    its charges are kept in a spool, a budget file with no cap in a private temporary folder
-    (removed when the process exits), and the fits of the process's children that were handed
-    it (GridSearchCV(n_jobs=2)'s loky workers) charge the same file under its lock: ``spent``
-    counts them. ``reset()`` forgets the charges so far (the spool keeps them; they are no
-    longer counted here)."""
-
-    def __init__(self, spool: str | None = None) -> None:
-        super().__init__(math.inf, math.inf)
-        self._spool = spool
-        self._forgotten = 0  # spool charges before the last reset
-
-    @property
-    def shared(self) -> bool:
-        """Whether the charges are in a spool that other processes charge."""
-        return self._spool is not None
-
-    def _file(self) -> BudgetAccountant:
-        from dpnet.privacy.budget_file import BudgetFileAccountant  # it imports this module
-
-        assert self._spool is not None
-        return BudgetFileAccountant(self._spool, math.inf, math.inf)
-
-    def share(self) -> str:
-        """The spool's path, made on first use with the charges so far."""
-        with self._lock:
-            if self._spool is None:
-                directory = tempfile.mkdtemp(prefix="dpnet-spend-")  # mode 0700
-                atexit.register(_remove_spool, directory, os.getpid())
-                self._spool = os.path.join(directory, "spend.jsonl")
-                spool = self._file()
-                for charge in self._charges:  # costs already under replace-one
-                    spool.charge(charge.epsilon, charge.delta, label=charge.label)
-                self._charges.clear()
-                self._spent = (0.0, 0.0)
-            return self._spool
-
-    def _in_spool(self) -> bool:
-        """Whether the charges are in the spool; a spool whose folder was removed (a /tmp
-        cleaner) takes its count with it: warned, and the charges are kept in memory again."""
-        if self._spool is None:
-            return False
-        if os.path.isdir(os.path.dirname(self._spool)):
-            return True
-        warnings.warn(
-            f"the default accountant's spool {self._spool} was removed: the charges it held "
-            "are no longer counted by default_accountant(), and worker processes' fits are "
-            "not counted from now on",
-            PrivacyLeakWarning,
-            stacklevel=3,
-        )
-        self._spool = None
-        return False
-
-    @property
-    def charges(self) -> tuple[Charge, ...]:
-        if not self._in_spool():
-            return super().charges
-        return self._file().charges[self._forgotten :]
-
-    @property
-    def n_charges(self) -> int:
-        if not self._in_spool():
-            return super().n_charges
-        return self._file().n_charges - self._forgotten
-
-    @property
-    def spent(self) -> tuple[float, float]:
-        if not self._in_spool():
-            return super().spent
-        return composed(*((c.epsilon, c.delta) for c in self.charges))
-
-    def charge(
-        self, epsilon: float, delta: float, *, label: str, relation: str = "replace_one"
-    ) -> Charge:
-        if not self._in_spool():
-            return super().charge(epsilon, delta, label=label, relation=relation)
-        return self._file().charge(epsilon, delta, label=label, relation=relation)
-
-    def reset(self) -> None:
-        if not self._in_spool():
-            super().reset()
-            return
-        with self._lock:
-            self._forgotten = self._file().n_charges
 
 
 def _remove_spool(directory: str, owner: int) -> None:
@@ -306,55 +309,57 @@ def _remove_spool(directory: str, owner: int) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-_DEFAULT: DefaultAccountant | None = None
+def _from_parent(pid: int, spool: str) -> bool:
+    """Whether a spool carried by a pickle from process ``pid`` is this process's parent's
+    (a worker handed a fit), and still there."""
+    return pid == os.getppid() != os.getpid() and os.path.isdir(os.path.dirname(spool))
+
+
+_DEFAULT: BudgetAccountant | None = None
 _DEFAULT_LOCK = threading.Lock()
 _CHILD_WARNED: list[bool] = []  # this child process's default accountant has warned
-SPOOL_KEY = "_dpnet_default_spool"
-"""The key under which a pickled fit carries (the pickling process's pid, the spool)."""
+SPOOL_KEY = "_dpnet_spool"
+"""The key under which a pickled accountant, or a fit that charges the default, carries (the
+pickling process's pid, the spool, the charges it forgot)."""
 
 
 def default_accountant() -> BudgetAccountant:
     """The process-wide accountant (no cap, made on first use) that every fit given no
     ``accountant=`` charges: ``default_accountant().spent`` is what those fits spent together
     (basic composition), the fits of worker processes handed such a fit included
-    (:class:`DefaultAccountant`), ``.charges`` one entry per fit, ``.reset()`` starts the
-    count again."""
-    return _default()
-
-
-def _default() -> DefaultAccountant:
+    (:func:`carry_default`), ``.charges`` one entry per fit, ``.reset()`` starts the count
+    again."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
-            _DEFAULT = DefaultAccountant()
+            _DEFAULT = BudgetAccountant(math.inf, math.inf)
         return _DEFAULT
 
 
 def carry_default(state: dict[str, Any], accountant: object) -> dict[str, Any]:
     """``state`` of an object that charges ``accountant`` (an estimator, a private scorer)
-    being pickled: with None (the default accountant) it carries this process's pid and the
-    default's spool (:meth:`DefaultAccountant.share`), so a copy unpickled in a child charges
-    the caller's default (:func:`adopt_default`)."""
+    being pickled: with None it charges the :func:`default_accountant`, which is not pickled
+    with it, so the state carries the default's spool (:meth:`BudgetAccountant.share`) and a
+    copy unpickled in a child charges the caller's default (:func:`adopt_default`)."""
     if accountant is None:
-        state[SPOOL_KEY] = (os.getpid(), _default().share())
+        default = default_accountant()
+        state[SPOOL_KEY] = (os.getpid(), default.share(), default._forgotten)
     return state
 
 
 def adopt_default(state: dict[str, Any]) -> None:
-    """Take the spool a pickled object carries (removed from ``state``) as this process's
-    default accountant, if it was pickled by this process's parent: a worker handed a fit.
-    A copy pickled by this process itself, or by any other (a model saved in another session:
-    its spool is gone), changes nothing."""
+    """Take the spool that a pickled object carries (removed from ``state``) as this
+    process's default accountant, if its parent pickled it (:func:`_from_parent`). A copy
+    pickled by this process itself, or by any other (a model saved in another session: its
+    spool is gone), changes nothing."""
     carried = state.pop(SPOOL_KEY, None)
-    if carried is None:
-        return
-    pid, spool = carried
-    if pid != os.getppid() or pid == os.getpid() or not os.path.isdir(os.path.dirname(spool)):
+    if carried is None or not _from_parent(carried[0], carried[1]):
         return
     global _DEFAULT
     with _DEFAULT_LOCK:
-        if _DEFAULT is None or _DEFAULT._spool != spool:
-            _DEFAULT = DefaultAccountant(spool)
+        if _DEFAULT is None or _DEFAULT._spool != carried[1]:
+            _DEFAULT = BudgetAccountant(math.inf, math.inf)
+            _DEFAULT._spool, _DEFAULT._forgotten = carried[1], carried[2]
 
 
 def charge(
@@ -371,7 +376,7 @@ def charge(
     if accountant is None:
         if math.isinf(epsilon):
             return None
-        accountant = _default()
+        accountant = default_accountant()
         if not accountant.shared:  # else the caller's default counts it
             _warn_in_a_child(label)
     if not isinstance(accountant, BudgetAccountant):

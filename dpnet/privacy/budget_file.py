@@ -50,6 +50,7 @@ from dpnet.privacy.budget import (
     BudgetAccountant,
     BudgetExceeded,
     Charge,
+    PicklableLock,
     check_cap,
     composed,
     replace_one_cost,
@@ -365,6 +366,13 @@ class BudgetFileAccountant(BudgetAccountant):
         self.epsilon, self.delta = state.cap if state is not None else given  # type: ignore[misc]
         self._lock = threading.Lock()
         self._home_pid = None  # a copy in another process charges the same file: no warning
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy is the same file: no spool (:meth:`BudgetAccountant.share`)."""
+        return PicklableLock.__getstate__(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        PicklableLock.__setstate__(self, state)
 
     def __repr__(self) -> str:
         epsilon, delta = self.spent
