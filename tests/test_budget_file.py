@@ -313,6 +313,28 @@ def test_a_half_written_record_is_not_counted_and_is_cut_off(tmp_path: Path) -> 
     assert charge_budget(str(path), (1.0, 0.0), (5.0, 0.0), "created").charges == 1
 
 
+def test_lines_parsed_before_are_not_trusted_for_another_file(tmp_path: Path) -> None:
+    """Reading a file again parses only the lines after those read before (a spool charged
+    by every fit of a session), and only if the file still starts with them: a damaged line
+    after them is named by its number, and a file replaced at the same path is read anew."""
+    path = tmp_path / "b.json"
+    for job in ("one", "two", "three"):
+        charge_budget(str(path), (1.0, 0.0), (5.0, 0.0), job)
+    assert read_budget(str(path)).charges == 3
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"epsilon": 1.0, "delta": 0.0, "job": "x", "check": "0"}\n')
+    with pytest.raises(BudgetFileError, match="line 5 is damaged"):
+        read_budget(str(path))
+    path.write_bytes(whole)
+    other = tmp_path / "other.json"
+    for job in ("a", "b", "c", "d"):
+        charge_budget(str(other), (0.5, 0.0), (9.0, 0.0), job)
+    os.replace(other, path)  # longer, another cap: its first lines differ
+    state = read_budget(str(path))
+    assert state.cap == (9.0, 0.0) and state.charges == 4 and state.spent == (2.0, 0.0)
+    assert [job for job, _, _ in state.entries] == ["a", "b", "c", "d"]
+
+
 def _pad_to_page(path: Path, page: int = 4096) -> None:
     """Charge 0 with a description that ends the file exactly on a page: the next charge needs
     a new page of the (full) tmpfs."""

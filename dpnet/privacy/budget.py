@@ -193,7 +193,7 @@ class BudgetAccountant(PicklableLock):
         from dpnet.privacy.budget_file import BudgetFileAccountant  # it imports this module
 
         assert self._spool is not None
-        return BudgetFileAccountant(self._spool, self.epsilon, self.delta)
+        return BudgetFileAccountant(self._spool, self.epsilon, self.delta, durable=False)
 
     def _in_spool(self) -> bool:
         """Whether the charges are in the spool. A spool whose folder was removed (a /tmp

@@ -42,7 +42,7 @@ import math
 import os
 import stat
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dpnet.errors import PrivacyError
@@ -134,14 +134,51 @@ def describe(cost: tuple[float, float]) -> str:
     return f"epsilon = {cost[0]:.6g}, delta = {cost[1]:.3g}"
 
 
+_PARSED: dict[str, tuple[bytes, BudgetState]] = {}
+"""Per path, complete lines already parsed and their state: the journal only grows (a cut
+removes an incomplete last line only), so a later content that starts with them is parsed
+from there on (a spool charged by every fit of a session: each charge parsed the whole file)."""
+_PARSED_MAX = 8 << 20  # bytes of complete lines kept per path
+
+
 def parse_budget(path: str, content: bytes) -> tuple[BudgetState | None, int]:
     """The state of a budget file's ``content`` (None: not created yet: empty, or only an
     incomplete header) and the length of its complete lines; BudgetFileError if damaged."""
     end = content.rfind(b"\n") + 1  # the complete lines; after them at most a torn tail
-    lines = content[:end].split(b"\n")[:-1]
-    if not lines:
-        return None, 0
-    header = _parse_line(path, 1, lines[0])
+    known = _PARSED.get(path)
+    if known is not None and end >= len(known[0]) and content.startswith(known[0]):
+        start, before = len(known[0]), known[1]
+    else:
+        start = content.find(b"\n") + 1
+        if not start:
+            return None, 0
+        before = BudgetState.new(_parse_header(path, content[:start]))
+    first = before.charges + 2  # the line number of the first line not parsed yet
+    costs, jobs = [], []
+    for number, raw in enumerate(content[start:end].split(b"\n")[:-1], start=first):
+        record = _parse_line(path, number, raw)
+        try:
+            cost = (_float(record["epsilon"]), _float(record["delta"]))
+            if not (cost[0] >= 0 and cost[1] >= 0):
+                raise ValueError("a negative charge")
+        except KeyError as exc:
+            raise BudgetFileError(_damaged(path, number, f"no field {exc.args[0]!r}")) from None
+        except ValueError as exc:
+            raise BudgetFileError(_damaged(path, number, str(exc))) from None
+        costs.append(cost)
+        jobs.append(str(record.get("job", "")))
+    entries = before.entries + tuple((job, *c) for job, c in zip(jobs, costs, strict=True))
+    complete = BudgetState(
+        before.cap, composed(before.spent, *costs), before.charges + len(costs), False, entries
+    )
+    if end <= _PARSED_MAX:
+        _PARSED[path] = (content[:end], complete)
+    return replace(complete, torn_tail=end < len(content)), end
+
+
+def _parse_header(path: str, raw: bytes) -> tuple[float, float]:
+    """The cap of a budget file's header line."""
+    header = _parse_line(path, 1, raw)
     if header.get("format") != FORMAT:
         raise BudgetFileError(_damaged(path, 1, "no dpnet-budget header"))
     if header.get("version") != VERSION:
@@ -155,21 +192,7 @@ def parse_budget(path: str, content: bytes) -> tuple[BudgetState | None, int]:
             raise ValueError(f"relation {header.get('relation')!r}")
     except (KeyError, TypeError, ValueError) as exc:
         raise BudgetFileError(_damaged(path, 1, f"bad header: {exc}")) from None
-    costs, jobs = [], []
-    for number, raw in enumerate(lines[1:], start=2):
-        record = _parse_line(path, number, raw)
-        try:
-            cost = (_float(record["epsilon"]), _float(record["delta"]))
-            if not (cost[0] >= 0 and cost[1] >= 0):
-                raise ValueError("a negative charge")
-        except KeyError as exc:
-            raise BudgetFileError(_damaged(path, number, f"no field {exc.args[0]!r}")) from None
-        except ValueError as exc:
-            raise BudgetFileError(_damaged(path, number, str(exc))) from None
-        costs.append(cost)
-        jobs.append(str(record.get("job", "")))
-    entries = tuple((job, *cost) for job, cost in zip(jobs, costs, strict=True))
-    return BudgetState(cap, composed(*costs), len(costs), end < len(content), entries), end
+    return cap
 
 
 def read_budget(path: str) -> BudgetState | None:
@@ -200,11 +223,18 @@ def check_budget(
 
 
 def charge_budget(
-    path: str, cost: tuple[float, float], cap: tuple[float, float] | None, job: str
+    path: str,
+    cost: tuple[float, float],
+    cap: tuple[float, float] | None,
+    job: str,
+    *,
+    durable: bool = True,
 ) -> BudgetState:
     """Charge ``cost`` = (ε, δ) under replace-one to the budget file ``path`` for ``job`` (a
     public description), creating the file with ``cap`` if it does not exist; durable when
-    this returns (file and directory fsync-ed). The state after the charge.
+    this returns (file and directory fsync-ed; ``durable=False``: not synced, for a spool that
+    lives no longer than its process, :class:`~dpnet.privacy.budget.BudgetAccountant`). The
+    state after the charge.
 
     Refused, with nothing written: :class:`BudgetExceeded` past the cap (ε = inf passes no
     finite cap); :class:`BudgetFileError` for a missing file and no ``cap``, a ``cap`` other
@@ -234,8 +264,8 @@ def charge_budget(
         _admit(path, state, cost, cap, job)
         fields = {"epsilon": _num(cost[0]), "delta": _num(cost[1]), "job": job}
         lines.append(_line(fields))
-        _append(fd, path, end, len(content), b"".join(lines))
-        if len(lines) > 1:  # a new file: its directory entry made durable too
+        _append(fd, path, end, len(content), b"".join(lines), durable)
+        if durable and len(lines) > 1:  # a new file: its directory entry made durable too
             _sync_directory(path)
         entries = (*state.entries, (job, *cost))
         return BudgetState(
@@ -298,9 +328,10 @@ def _read_all(fd: int, path: str) -> bytes:
     return b"".join(chunks)
 
 
-def _append(fd: int, path: str, end: int, size: int, data: bytes) -> None:
+def _append(fd: int, path: str, end: int, size: int, data: bytes, durable: bool) -> None:
     """Cut the file to ``end`` (a torn tail, or a header that never finished: not counted),
-    then append ``data`` in one write and fsync; on any failure cut it back to ``end`` and
+    then append ``data`` in one write and fsync (if ``durable``); on any failure cut it back
+    to ``end`` and
     raise BudgetFileError (the file as it was, less an uncounted tail)."""
     try:
         if end < size:
@@ -308,7 +339,8 @@ def _append(fd: int, path: str, end: int, size: int, data: bytes) -> None:
         written = os.write(fd, data)
         if written != len(data):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except OSError as exc:
         try:
             os.ftruncate(fd, end)
@@ -345,12 +377,19 @@ class BudgetFileAccountant(BudgetAccountant):
     worker processes (a pickled copy is the same file), later sessions, and a command line
     given ``--budget-file path`` on the same data. ``epsilon``, ``delta``: the cap that
     creates the file (a file that exists keeps its own; another cap is refused). Never reset
-    (:meth:`reset` raises): a file's spend is never refunded."""
+    (:meth:`reset` raises): a file's spend is never refunded. ``durable=False``: no fsync,
+    for a file that lives no longer than its process (an accountant's spool)."""
 
     def __init__(
-        self, path: str | os.PathLike[str], epsilon: float | None = None, delta: float = 0.0
+        self,
+        path: str | os.PathLike[str],
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        *,
+        durable: bool = True,
     ):
         self.path = os.fspath(path)
+        self.durable = durable
         given = None if epsilon is None else check_cap(epsilon, delta)
         state = read_budget(self.path)
         if state is None and given is None:
@@ -404,7 +443,7 @@ class BudgetFileAccountant(BudgetAccountant):
     ) -> Charge:
         """Add one fit's guarantee to the file, or raise BudgetExceeded (nothing written)."""
         cost = replace_one_cost(epsilon, delta, relation)
-        charge_budget(self.path, cost, (self.epsilon, self.delta), label)
+        charge_budget(self.path, cost, (self.epsilon, self.delta), label, durable=self.durable)
         return Charge(label, *cost)
 
     def reset(self) -> None:
