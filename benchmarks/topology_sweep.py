@@ -9,7 +9,7 @@ For every (topology, J) and start (``--start``, both by default): the run of
 default ADMM constants with residual balancing) from the curvature-scaled start (the default
 under label privacy) or the spectral start c_0 (``feature_curvature=None``) on the same centred
 data, and, side by side on the same rows, skglm's centralized GroupProxNewton
-(``speed_vs_skglm.skglm_times``).
+(``speed_vs_skglm.skglm_to_gap``).
 Per-machine compute per round is estimated as the simulator's seconds per round / J (every
 machine's share of the batched arrays); "ratio" = rounds to the gap x that / skglm's time to
 the same gap. Writes benchmarks/out/topology_sweep.csv (column ``start``) and
@@ -26,20 +26,18 @@ import numpy as np
 
 from benchmarks.common import OUT_DIR, write_csv
 from benchmarks.large_network import MACHINES, TOPOLOGIES, plot
-from benchmarks.speed_vs_skglm import SKGLM_TOLS, skglm_times
+from benchmarks.speed_vs_skglm import skglm_to_gap
 from devtools.large_network import GAP, LAM, N_GROUPS, one_run
 from dpnet.data import make_group_logistic
 
 STARTS: dict[str, dict[str, Any]] = {"spectral": {"feature_curvature": None}, "curvature": {}}
 
 
-def skglm_to_gap(n: int, seed: int, repeats: int) -> tuple[float, float]:
-    """skglm's seconds to a GAP solution and to tol 1e-12 on ``one_run``'s data."""
+def skglm_seconds(n: int, seed: int, repeats: int) -> tuple[float, float]:
+    """skglm's wall seconds to a GAP solution and to tol 1e-12 on ``one_run``'s data."""
     data = make_group_logistic(n, n_groups=N_GROUPS, rng=np.random.default_rng(seed))
-    sk = skglm_times(data.X, data.y, data.groups, LAM, repeats)
-    f_star = sk[SKGLM_TOLS[-1]][2]
-    at_gap = next(t for t in SKGLM_TOLS if abs(sk[t][2] - f_star) <= GAP * abs(f_star))
-    return sk[at_gap][0], sk[SKGLM_TOLS[-1]][0]
+    sk = skglm_to_gap(data.X, data.y, data.groups, LAM, GAP, repeats)
+    return sk["wall_s"], sk["wall_tightest_s"]
 
 
 def main() -> None:
@@ -58,7 +56,7 @@ def main() -> None:
     starts = list(STARTS) if args.start == "both" else [args.start]
     rows: list[dict[str, Any]] = []
     for n_mach in args.machines:
-        sk_gap, sk_full = skglm_to_gap(args.rows * n_mach, args.seed, args.repeats)
+        sk_gap, sk_full = skglm_seconds(args.rows * n_mach, args.seed, args.repeats)
         for topo, start_name in ((t, s) for t in args.topologies for s in starts):
             start = time.perf_counter()
             row = {"start": start_name} | one_run(
