@@ -7,8 +7,10 @@ loop runs again alone against the recorded buffers, its CPU time and flops count
 from __future__ import annotations
 
 import cProfile
+import math
 import pstats
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -82,10 +84,14 @@ def replay_job(
     profile: int | None = None,
     f_star: float | None = None,
     gap: float = GAP,
+    reference: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
     """Record a J-machine job in threads, then replay every machine alone; one CSV row.
     ``f_star``: skglm's optimum of the job's training rows (:func:`training_rows`), if
-    already known; ``gap``: the relative gap to which compute and flops are counted."""
+    already known; ``gap``: the relative gap to which compute and flops are counted;
+    ``reference``: a computation to compare with (skglm's solve to the gap), timed once in
+    each repeat between the machines' replays, so that both medians span the same minutes of
+    a host whose speed drifts ("reference_cpu_s")."""
     argv = job_argv(n, n_groups, seed, 1e-6, 3000) + ["--topology", topology]
     config = parse_config(argv)
     graph = build_topology(topology, J, seed=config.topology_seed)
@@ -149,19 +155,35 @@ def replay_job(
     # every replay and flop count under one limit of one BLAS thread, as a machine runs: a
     # count outside it woke OpenBLAS's worker thread, which then spun for about 0.1 s beside
     # the next timed replays and was counted in their CPU time (2.5 ms replays measured 6.5)
-    cpu_per_round, cpu_to_gap, flops_to_gap = [], [], []
+    to_gap_rounds = [] if to_gap is None else [to_gap]
+    whole_times: list[list[float]] = [[] for _ in range(J)]
+    gap_times: list[list[float]] = [[] for _ in range(J)]
+    flops_to_gap = []
     with threadpool_limits(limits=1, user_api="blas"):
+        for rank in range(J):  # warms the caches, not counted
+            replay(rank, recorded[rank].rounds)
+        # the repeats interleaved, machine after machine: a burst of the host's noise falls on
+        # one replay of several machines, not on every replay of one; each figure a median,
+        # as skglm's (speed_vs_skglm.skglm_times)
+        reference_times = []
+        for _ in range(repeats):
+            for rank in range(J):
+                whole_times[rank].append(replay(rank, recorded[rank].rounds))
+                gap_times[rank] += [replay(rank, rounds) for rounds in to_gap_rounds]
+                if reference is not None and rank in (0, J // 2):  # twice a repeat
+                    start = time.process_time()
+                    reference()
+                    reference_times.append(time.process_time() - start)
+        if profile is not None:
+            replay(profile, recorded[profile].rounds, cProfile.Profile())
         for rank in range(J):
-            whole = recorded[rank].rounds
-            # the first replay warms caches and is not counted; each figure: the least disturbed
-            times = [replay(rank, whole) for _ in range(repeats + 1)][1:]
-            if profile == rank:
-                replay(rank, whole, cProfile.Profile())
-            cpu_per_round.append(min(times) / whole)
-            if to_gap is not None:
-                cpu_to_gap.append(min(replay(rank, to_gap) for _ in range(repeats)))
-                flops_to_gap.append(counted_flops(rank, to_gap))
+            flops_to_gap += [counted_flops(rank, rounds) for rounds in to_gap_rounds]
+    cpu_per_round = [
+        float(np.median(t)) / recorded[rank].rounds for rank, t in enumerate(whole_times)
+    ]
+    cpu_to_gap = [float(np.median(t)) for t in gap_times if t]
     return {
+        "reference_cpu_s": float(np.median(reference_times)) if reference_times else math.nan,
         "n": n,
         "p": 3 * n_groups,
         "J": J,
