@@ -282,7 +282,8 @@ def test_a_shared_default_keeps_its_charges_and_resets() -> None:
         assert default.spent == pytest.approx((2.5, 1e-7))
         from dpnet.privacy.budget_file import BudgetFileAccountant
 
-        BudgetFileAccountant(spool).charge(0.25, 0.0, label="worker")  # as a worker does
+        worker = BudgetFileAccountant(spool, math.inf, math.inf)  # as a child's copy does
+        worker.charge(0.25, 0.0, label="worker")
         assert default.n_charges == 3 and default.spent == pytest.approx((2.75, 1e-7))
         default.reset()
         assert default.spent == (0.0, 0.0) and default.charges == ()
@@ -291,9 +292,9 @@ def test_a_shared_default_keeps_its_charges_and_resets() -> None:
     finally:
         shutil.rmtree(os.path.dirname(spool))
     with pytest.warns(PrivacyLeakWarning, match="spool .* was removed"):
-        assert default.spent == (0.0, 0.0)  # its folder gone: its count with it, said
+        assert default.spent == (0.125, 0.0)  # its own charges are in memory; said
     default.charge(0.5, 0.0, label="in memory")
-    assert not default.shared and default.spent == (0.5, 0.0)
+    assert not default.shared and default.spent == (0.625, 0.0)
 
 
 def test_only_a_child_takes_the_spool_a_fit_carries(tmp_path) -> None:

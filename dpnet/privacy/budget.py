@@ -129,6 +129,7 @@ class BudgetAccountant(PicklableLock):
 
     _home_pid: int | None = None  # the process it was made in (None: unpickled from before)
     _spool: str | None = None  # the spool, once shared
+    _owns_spool = False  # made it (not a child's copy)
     _forgotten = 0  # the spool's charges before the last reset (no cap only)
 
     def __deepcopy__(self, memo: dict) -> BudgetAccountant:
@@ -156,7 +157,7 @@ class BudgetAccountant(PicklableLock):
         spool = self.share()
         state = super().__getstate__()
         state.update(_charges=list(self.charges), _spent=self.spent, _spool=None)
-        state["_forgotten"] = 0
+        state.update(_forgotten=0, _owns_spool=False)
         state[SPOOL_KEY] = (os.getpid(), spool, self._forgotten)
         return state
 
@@ -176,18 +177,27 @@ class BudgetAccountant(PicklableLock):
         return self._spool is not None
 
     def share(self) -> str:
-        """The spool's path, made on first use with the charges so far."""
+        """The spool's path, made on first use. A capped accountant moves its charges there
+        (every charge is checked against the cap in the file); one with no cap keeps its own
+        in memory and counts its children's from the spool (its own charges stay O(1))."""
         with self._lock:
             if self._spool is None:
                 directory = tempfile.mkdtemp(prefix="dpnet-spend-")  # mode 0700
                 atexit.register(_remove_spool, directory, os.getpid())
                 self._spool = os.path.join(directory, "spend.jsonl")
-                spool = self._file()
-                for charge in self._charges:  # costs already under replace-one
-                    spool.charge(charge.epsilon, charge.delta, label=charge.label)
-                self._charges.clear()
-                self._spent = (0.0, 0.0)
+                self._owns_spool = True
+                if not self.no_cap:
+                    spool = self._file()
+                    for charge in self._charges:  # costs already under replace-one
+                        spool.charge(charge.epsilon, charge.delta, label=charge.label)
+                    self._charges.clear()
+                    self._spent = (0.0, 0.0)
             return self._spool
+
+    def _in_memory(self) -> bool:
+        """Whether this process's charges are kept in memory: not shared, or shared with no
+        cap by the process that made the spool."""
+        return not self._in_spool() or (self.no_cap and self._owns_spool)
 
     def _file(self) -> BudgetAccountant:
         from dpnet.privacy.budget_file import BudgetFileAccountant  # it imports this module
@@ -212,29 +222,36 @@ class BudgetAccountant(PicklableLock):
         self._spool = None
         return False
 
+    def _spooled(self) -> tuple[Charge, ...]:
+        """The spool's charges since the last reset (none before it is shared)."""
+        if not self._in_spool():
+            return ()
+        return self._file().charges[self._forgotten :]
+
     @property
     def charges(self) -> tuple[Charge, ...]:
-        if self._in_spool():
-            return self._file().charges[self._forgotten :]
-        with self._lock:
-            return tuple(self._charges)
+        own: tuple[Charge, ...] = ()
+        if self._in_memory():
+            with self._lock:
+                own = tuple(self._charges)
+        return own + self._spooled()
 
     @property
     def n_charges(self) -> int:
-        """How many charges were made (without copying them)."""
-        if self._in_spool():
-            return self._file().n_charges - self._forgotten
+        """How many charges were made."""
         with self._lock:
-            return len(self._charges)
+            own = len(self._charges) if self._in_memory() else 0
+        return own + len(self._spooled())
 
     @property
     def spent(self) -> tuple[float, float]:
-        """(Σ ε, Σ δ) of the charges so far (running sums: the process-wide default takes
-        every fit of a long session, and a sum over all of them per charge grew quadratically)."""
-        if self._in_spool():
-            return composed(*((c.epsilon, c.delta) for c in self.charges))
+        """(Σ ε, Σ δ) of the charges so far (running sums in memory: the process-wide default
+        takes every fit of a long session, and a sum over all of them per charge grew
+        quadratically)."""
+        spooled = self._spooled()
         with self._lock:
-            return self._spent
+            own = self._spent if self._in_memory() else (0.0, 0.0)
+        return composed(own, *((c.epsilon, c.delta) for c in spooled)) if spooled else own
 
     @property
     def remaining(self) -> tuple[float, float]:
@@ -245,7 +262,7 @@ class BudgetAccountant(PicklableLock):
         self, epsilon: float, delta: float, *, label: str, relation: str = "replace_one"
     ) -> Charge:
         """Add one fit's guarantee, or raise :class:`BudgetExceeded` (and add nothing)."""
-        if self._in_spool():  # the file's check and append, under its lock
+        if not self._in_memory():  # the file's check and append, under its lock
             return self._file().charge(epsilon, delta, label=label, relation=relation)
         charge = Charge(label, *replace_one_cost(epsilon, delta, relation))
         with self._lock:  # the check and the append at once: no two fits share what is left
@@ -297,6 +314,8 @@ class BudgetAccountant(PicklableLock):
                 )
             with self._lock:
                 self._forgotten = self._file().n_charges
+                self._charges.clear()
+                self._spent = (0.0, 0.0)
             return
         with self._lock:
             self._charges.clear()
