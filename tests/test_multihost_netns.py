@@ -100,17 +100,14 @@ def test_a_cut_link_ends_the_job_within_the_peer_deadline(hosts: Hosts, tmp_path
         assert code is not None, f"still running {peer_timeout + 60 * load:g} s after the cut"
         assert ended < peer_timeout + 10 * load, job.stderr
         assert code == 5, job.stderr  # no estimate: a machine was lost
-        # the first machine whose deadline passes names its silent neighbour, the round and the
-        # deadline: on a quiet host a neighbour of the cut host, waiting one round before the
-        # rest; on a loaded one the scheduler's delays can exceed that round, and a machine
-        # further away (waiting on a neighbour that waits on the cut host) may time out first
-        silent = re.search(
+        # a neighbour of the cut host names it, the round and the deadline, also on a loaded
+        # host where a machine further away may time out first: the neighbour it waits on
+        # answers that it is waiting itself (comm.ANSWER_GRACE_SECONDS), so it waits on
+        silent = re.findall(
             rf"machine \d+: no message from neighbour (\d+) in round \d+ within {peer_timeout:g} s",
             job.stderr,
         )
-        assert silent, job.stderr
-        if load == 1.0:
-            assert silent.group(1) == "3", job.stderr
+        assert silent and set(silent) == {"3"}, job.stderr
         assert not (tmp_path / "cut.json").exists()
         # no process of the job is left anywhere, beyond the cut included (sshd ends the
         # silent sessions after ClientAliveInterval x ClientAliveCountMax = 3 s)

@@ -22,6 +22,7 @@ import pytest
 
 from dpnet.decentralized import ADMMConfig, GroupStructure, LocalData, run_machine
 from dpnet.network import PeerSilent, run_in_process
+from dpnet.network.comm import ANSWER_GRACE_SECONDS
 from dpnet.penalties import groups_from_labels
 from tests.launch import finish_job, load_factor, run_job, session_processes, start_job
 
@@ -47,6 +48,61 @@ def test_inprocess_exchange_names_the_silent_neighbour() -> None:
     assert caught.value.rank == 1 and caught.value.neighbour == 2
     assert "machine 1: no message from neighbour 2 within 0.5 s" in str(caught.value)
     assert time.monotonic() - start < 0.5 + SLACK
+
+
+def test_inprocess_a_neighbour_that_waits_itself_is_not_named() -> None:
+    """0 - 1 - 2, machine 2 silent in the second exchange, machine 1 waiting on it there,
+    machine 0 on machine 1 in the third, and machine 1's wake-up at its deadline delayed (as
+    a loaded host's scheduler does): machine 0's deadline passes first, on machine 1.
+    Machine 1 is waiting, so it is not silent: machine 0 waits on, and machine 1 names
+    machine 2."""
+    graph = nx.path_graph(3)
+    release = threading.Event()
+    deadline = float(f"{2.0 * load_factor():.2g}")
+    delay = deadline / 2
+
+    def machine(comm):  # noqa: ANN001, ANN202 - test body
+        comm.neighbour_exchange(np.zeros(2))
+        if comm.rank == 2:
+            release.wait(60)  # silent in the second exchange
+            return None
+        if comm.rank == 1:
+            receive = comm._receive
+
+            def woken_late(neighbour, deadline):  # noqa: ANN001, ANN202
+                message = receive(neighbour, deadline)
+                if message is None:
+                    time.sleep(delay)
+                return message
+
+            comm._receive = woken_late
+        comm.neighbour_exchange(np.zeros(2))
+        return comm.neighbour_exchange(np.zeros(2))  # machine 0 waits here on machine 1
+
+    start = time.monotonic()
+    with pytest.raises(PeerSilent) as caught:
+        run_in_process(graph, machine, peer_timeout=deadline)
+    release.set()
+    assert (caught.value.rank, caught.value.neighbour) == (1, 2), str(caught.value)
+    assert time.monotonic() - start < deadline + delay + SLACK
+
+
+def test_mpi_a_neighbour_that_waits_itself_is_not_named() -> None:
+    """The same over MPI (tests/peer_chain.py): machine 0's deadline passes first; it asks
+    machine 1, which answers from its wait, so machine 0 waits on and stops on machine 1's
+    note naming machine 2."""
+    deadline = float(f"{2.0 * load_factor():.2g}")
+    delay = min(ANSWER_GRACE_SECONDS, deadline) / 2  # answered within the grace
+    done = run_job([f"{deadline:g}", f"{delay:g}"], n_ranks=3, module="tests.peer_chain",
+                   timeout=60 * load_factor())  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = [  # each rank's line (hydra may join two ranks' lines on one)
+        "machine 0: stopping: neighbour 1 stopped (machine 1 heard nothing from machine 2)",
+        f"machine 1: no message from neighbour 2 within {deadline:g} s (--peer-timeout)",
+        "machine 2: silent",
+    ]
+    assert all(line in done.stdout for line in said), done.stdout
+    assert len(re.findall(r"machine \d: ", done.stdout)) == 3, done.stdout
 
 
 def test_round_loop_reports_the_round_of_the_silence() -> None:

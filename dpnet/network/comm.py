@@ -23,6 +23,13 @@ if TYPE_CHECKING:
 DEFAULT_PEER_TIMEOUT = 60.0
 """Seconds a machine waits for a neighbour's message before it stops (``--peer-timeout``):
 rounds take milliseconds, so a minute means the neighbour (or the link to it) is gone."""
+ANSWER_GRACE_SECONDS = 1.0
+"""Once its deadline passes, how long (at most the deadline) a machine gives each late
+neighbour to show that it is waiting on an exchange itself. A neighbour that is waiting is
+not silent: it is held up further along the graph and will name the silent machine at its own
+deadline, so it is waited for, once, up to another deadline. So the machine that names a
+silent one is its neighbour, also where a loaded host's scheduler delays that neighbour's
+deadline past a farther machine's (which started waiting up to a round later)."""
 
 
 SETUP_STAGE = "the same step of set-up"
@@ -89,7 +96,8 @@ class PeerFault(Exception):
 
 
 class PeerSilent(PeerFault):
-    """Machine ``rank`` heard nothing from ``neighbour`` within ``seconds`` of an exchange
+    """Machine ``rank`` heard nothing from ``neighbour`` within ``seconds`` of an exchange,
+    and the neighbour did not show it was waiting itself (:data:`ANSWER_GRACE_SECONDS`)
     (``neighbour`` None: not every machine reached ``stage``, a step of set-up or the final
     gather, in time)."""
 

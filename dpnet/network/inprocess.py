@@ -28,6 +28,7 @@ from threadpoolctl import threadpool_limits
 
 from dpnet.decentralized.block import ArrayBlock, CommBlock
 from dpnet.network.comm import (
+    ANSWER_GRACE_SECONDS,
     DEFAULT_PEER_TIMEOUT,
     END_STAGE,
     SETUP_STAGE,
@@ -38,6 +39,7 @@ from dpnet.network.comm import (
 )
 
 JOIN_POLL_SECONDS = 0.2
+ANSWER_POLL_SECONDS = 0.01  # how often a machine whose deadline passed looks at a late neighbour
 STOP = np.empty(0)  # put in every mailbox by abort(): the receiver stops
 INTERRUPT_GRACE_SECONDS = 5.0
 FAILURE_GRACE_SECONDS = 1.0  # after a failure, how long the other machines get to stop
@@ -55,6 +57,7 @@ class _SharedState:
         self.gathered: list[Any] = [None] * self.size
         self.scattered: list[Any] | None = None
         self.stop = threading.Event()
+        self.waiting = [False] * size  # machine r is waiting on an exchange's messages
         self._arrived = 0
         self._generation = 0
         self._changed = threading.Condition()
@@ -111,22 +114,35 @@ class InProcessCommunicator:
         for v in self.neighbours:
             self._shared.mailboxes[(self.rank, v)].put(buf)
         out = np.empty((len(self.neighbours), buf.size))
-        deadline = Deadline(self._shared.peer_timeout)
-        for k, v in enumerate(self.neighbours):
-            other = self._receive(v, deadline)
-            if other.shape != buf.shape:
-                raise RuntimeError(f"machine {v} sent a buffer of a different size to {self.rank}")
-            out[k] = other
+        seconds = self._shared.peer_timeout
+        deadline, extended = Deadline(seconds), False
+        self._shared.waiting[self.rank] = True
+        try:
+            for k, v in enumerate(self.neighbours):
+                other = self._receive(v, deadline)
+                if other is None and not extended and self._shows_waiting(v):
+                    deadline, extended = Deadline(seconds), True
+                    other = self._receive(v, deadline)
+                if other is None:
+                    raise PeerSilent(self.rank, v, seconds)
+                if other.shape != buf.shape:
+                    raise RuntimeError(
+                        f"machine {v} sent a buffer of a different size to {self.rank}"
+                    )
+                out[k] = other
+        finally:
+            self._shared.waiting[self.rank] = False
         self.stats.stop(len(self.neighbours), buf.nbytes)
         return out
 
-    def _receive(self, neighbour: int, deadline: Deadline) -> np.ndarray:
+    def _receive(self, neighbour: int, deadline: Deadline) -> np.ndarray | None:
+        """The neighbour's next message; None if ``deadline`` passes first."""
         box = self._shared.mailboxes[(neighbour, self.rank)]
         while True:
             if self._shared.stop.is_set():
                 raise Stopped(f"machine {self.rank} stopped: another machine failed")
             if deadline.expired():
-                raise PeerSilent(self.rank, neighbour, self._shared.peer_timeout)
+                return None
             try:
                 message = box.get(timeout=deadline.remaining())
             except queue.Empty:
@@ -134,6 +150,19 @@ class InProcessCommunicator:
             if message is STOP:
                 raise Stopped(f"machine {self.rank} stopped: another machine failed")
             return message
+
+    def _shows_waiting(self, neighbour: int) -> bool:
+        """Whether the late ``neighbour`` is found waiting on an exchange itself, or its
+        message comes, within :data:`~dpnet.network.comm.ANSWER_GRACE_SECONDS` (at most the
+        deadline): then it is not silent, only held up further along."""
+        shared = self._shared
+        give_up = Deadline(min(ANSWER_GRACE_SECONDS, shared.peer_timeout))
+        box = shared.mailboxes[(neighbour, self.rank)]
+        while not (shared.waiting[neighbour] or not box.empty() or shared.stop.is_set()):
+            if give_up.expired():
+                return False
+            shared.stop.wait(ANSWER_POLL_SECONDS)
+        return True
 
     def gather_to_root(self, obj: Any) -> list[Any] | None:
         gathered = _allgather(self._shared, self.rank, obj, END_STAGE)

@@ -37,6 +37,7 @@ from dpnet.errors import (
     signal_exception,
 )
 from dpnet.network.comm import (
+    ANSWER_GRACE_SECONDS,
     DEFAULT_PEER_TIMEOUT,
     SETUP_STAGE,
     Deadline,
@@ -54,6 +55,9 @@ from mpi4py import MPI  # noqa: E402 - after the rc settings it reads
 POLL_SECONDS = 1e-4
 DATA_TAG = 1
 STOP_TAG = 2
+QUERY_TAG = 3  # "are you waiting too?", from a neighbour whose deadline passed
+ANSWER_TAG = 4  # "yes": sent only from inside a wait
+NOTHING = np.empty(0, dtype=np.int64)  # a query's and an answer's content
 STOP_GRACE_SECONDS = 1.0  # how long a stopping machine waits for its stop notes to leave
 
 
@@ -218,6 +222,8 @@ class MPICommunicator:
             self.graph_comm.Irecv(self._stop_in[k], source=v, tag=STOP_TAG)
             for k, v in enumerate(self.neighbours)
         ]
+        self._query_requests = [self._listen_for_query(v) for v in self.neighbours]
+        self._notes_out: list[MPI.Request] = []  # queries and answers on their way
 
     def neighbour_exchange(self, send: np.ndarray) -> np.ndarray:
         buf = np.ascontiguousarray(send, dtype=np.float64)
@@ -228,7 +234,10 @@ class MPICommunicator:
             for k, v in enumerate(self.neighbours)
         ]
         sends = [self.graph_comm.Isend(buf, dest=v, tag=DATA_TAG) for v in self.neighbours]
-        if not self._wait_within_deadline(receives + sends):
+        requests = receives + sends
+        if not self._wait_within_deadline(requests) and not (
+            self._late_are_waiting(receives, requests) and self._wait_within_deadline(requests)
+        ):
             late = [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
             silent = late[0] if late else self.neighbours[0]
             self._send_stop_notes(origin=self.rank, silent=silent, skip=None)
@@ -237,15 +246,50 @@ class MPICommunicator:
         return out
 
     def _wait_within_deadline(self, requests: list[MPI.Request]) -> bool:
-        """Complete ``requests`` politely (sleeping between Tests), watching for stop notes;
-        False if ``peer_timeout`` seconds pass first."""
+        """Complete ``requests`` politely (sleeping between Tests), watching for stop notes and
+        answering queries; False if ``peer_timeout`` seconds pass first."""
         deadline = Deadline(self.peer_timeout)
         while not MPI.Request.Testall(requests):
             self._check_stop_notes()
+            self._answer_queries()
             if deadline.expired():
                 return False
             time.sleep(POLL_SECONDS)
         return True
+
+    def _late_are_waiting(self, receives: list[MPI.Request], requests: list[MPI.Request]) -> bool:
+        """Ask each neighbour whose message is late whether it is waiting itself: True if
+        every one answers, or ``requests`` complete, within :data:`ANSWER_GRACE_SECONDS` (at
+        most the deadline); a late neighbour that answers is not silent
+        (:data:`~dpnet.network.comm.ANSWER_GRACE_SECONDS`)."""
+        late = [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
+        heard = [self.graph_comm.Irecv(NOTHING, source=v, tag=ANSWER_TAG) for v in late]
+        self._notes_out += [self.graph_comm.Isend(NOTHING, dest=v, tag=QUERY_TAG) for v in late]
+        give_up = Deadline(min(ANSWER_GRACE_SECONDS, self.peer_timeout))
+        while not (answered := MPI.Request.Testall(heard) or MPI.Request.Testall(requests)):
+            self._check_stop_notes()
+            self._answer_queries()
+            if give_up.expired():
+                break
+            time.sleep(POLL_SECONDS)
+        for request in heard:  # an answer that comes later is never taken for a later one
+            if not request.Test():
+                request.Cancel()
+                request.Wait()
+        return answered
+
+    def _listen_for_query(self, neighbour: int) -> MPI.Request:
+        return self.graph_comm.Irecv(NOTHING, source=neighbour, tag=QUERY_TAG)
+
+    def _answer_queries(self) -> None:
+        """Answer each neighbour that asked whether this machine is waiting (it is: only
+        waits call this)."""
+        for k, request in enumerate(self._query_requests):
+            if request.Test():
+                v = self.neighbours[k]
+                self._notes_out.append(self.graph_comm.Isend(NOTHING, dest=v, tag=ANSWER_TAG))
+                self._query_requests[k] = self._listen_for_query(v)
+        self._notes_out = [r for r in self._notes_out if not r.Test()]
 
     def _check_stop_notes(self) -> None:
         for k, request in enumerate(self._stop_requests):
@@ -271,7 +315,7 @@ class MPICommunicator:
         return self.world.gather(obj, root=0)
 
     def free(self) -> None:
-        for request in self._stop_requests:
+        for request in self._stop_requests + self._query_requests:
             if request != MPI.REQUEST_NULL:
                 request.Cancel()
                 request.Wait()
