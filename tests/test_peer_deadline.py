@@ -22,7 +22,7 @@ import pytest
 
 from dpnet.decentralized import ADMMConfig, GroupStructure, LocalData, run_machine
 from dpnet.network import PeerSilent, run_in_process
-from dpnet.network.comm import ANSWER_GRACE_SECONDS
+from dpnet.network.comm import answer_grace
 from dpnet.penalties import groups_from_labels
 from tests.launch import finish_job, load_factor, run_job, session_processes, start_job
 
@@ -59,7 +59,7 @@ def test_inprocess_a_neighbour_that_waits_itself_is_not_named() -> None:
     graph = nx.path_graph(3)
     release = threading.Event()
     deadline = float(f"{2.0 * load_factor():.2g}")
-    delay = deadline / 2
+    delay = answer_grace(deadline) / 2  # woken late, but within the grace
 
     def machine(comm):  # noqa: ANN001, ANN202 - test body
         comm.neighbour_exchange(np.zeros(2))
@@ -92,7 +92,7 @@ def test_mpi_a_neighbour_that_waits_itself_is_not_named() -> None:
     machine 1, which answers from its wait, so machine 0 waits on and stops on machine 1's
     note naming machine 2."""
     deadline = float(f"{2.0 * load_factor():.2g}")
-    delay = min(ANSWER_GRACE_SECONDS, deadline) / 2  # answered within the grace
+    delay = answer_grace(deadline) / 2  # answered within the grace
     done = run_job([f"{deadline:g}", f"{delay:g}"], n_ranks=3, module="tests.peer_chain",
                    timeout=60 * load_factor())  # fmt: skip
     assert done.returncode == 0, done.stderr

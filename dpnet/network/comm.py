@@ -24,12 +24,25 @@ DEFAULT_PEER_TIMEOUT = 60.0
 """Seconds a machine waits for a neighbour's message before it stops (``--peer-timeout``):
 rounds take milliseconds, so a minute means the neighbour (or the link to it) is gone."""
 ANSWER_GRACE_SECONDS = 1.0
-"""Once its deadline passes, how long (at most the deadline) a machine gives each late
-neighbour to show that it is waiting on an exchange itself. A neighbour that is waiting is
-not silent: it is held up further along the graph and will name the silent machine at its own
-deadline, so it is waited for, once, up to another deadline. So the machine that names a
-silent one is its neighbour, also where a loaded host's scheduler delays that neighbour's
-deadline past a farther machine's (which started waiting up to a round later)."""
+"""Once its deadline passes, how long (at most the deadline: :func:`answer_grace`) a machine
+gives each late neighbour to show that it is waiting on an exchange itself. A neighbour that
+is waiting is not silent: it is held up further along the graph and names the silent machine
+at its own deadline, which passed first (it started waiting up to a round earlier) unless the
+scheduler woke it late, and after its own grace. So it is waited for, once, up to another
+deadline and grace (:func:`second_wait`), and the machine that names a silent one is its
+neighbour, also where a loaded host's scheduler delays that neighbour's deadline past a
+farther machine's."""
+
+
+def answer_grace(peer_timeout: float) -> float:
+    """Seconds a machine whose deadline passed gives its late neighbours to answer."""
+    return min(ANSWER_GRACE_SECONDS, peer_timeout)
+
+
+def second_wait(peer_timeout: float) -> float:
+    """Seconds a machine waits on, once, for late neighbours that answered: another deadline
+    and the grace the neighbour itself gives (:data:`ANSWER_GRACE_SECONDS`)."""
+    return peer_timeout + answer_grace(peer_timeout)
 
 
 SETUP_STAGE = "the same step of set-up"

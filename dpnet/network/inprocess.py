@@ -28,14 +28,15 @@ from threadpoolctl import threadpool_limits
 
 from dpnet.decentralized.block import ArrayBlock, CommBlock
 from dpnet.network.comm import (
-    ANSWER_GRACE_SECONDS,
     DEFAULT_PEER_TIMEOUT,
     END_STAGE,
     SETUP_STAGE,
     Deadline,
     PeerSilent,
     TrafficStats,
+    answer_grace,
     flattened,
+    second_wait,
 )
 
 JOIN_POLL_SECONDS = 0.2
@@ -121,7 +122,7 @@ class InProcessCommunicator:
             for k, v in enumerate(self.neighbours):
                 other = self._receive(v, deadline)
                 if other is None and not extended and self._shows_waiting(v):
-                    deadline, extended = Deadline(seconds), True
+                    deadline, extended = Deadline(second_wait(seconds)), True
                     other = self._receive(v, deadline)
                 if other is None:
                     raise PeerSilent(self.rank, v, seconds)
@@ -153,10 +154,10 @@ class InProcessCommunicator:
 
     def _shows_waiting(self, neighbour: int) -> bool:
         """Whether the late ``neighbour`` is found waiting on an exchange itself, or its
-        message comes, within :data:`~dpnet.network.comm.ANSWER_GRACE_SECONDS` (at most the
-        deadline): then it is not silent, only held up further along."""
+        message comes, within the grace: then it is not silent, only held up further along
+        (:data:`~dpnet.network.comm.ANSWER_GRACE_SECONDS`)."""
         shared = self._shared
-        give_up = Deadline(min(ANSWER_GRACE_SECONDS, shared.peer_timeout))
+        give_up = Deadline(answer_grace(shared.peer_timeout))
         box = shared.mailboxes[(neighbour, self.rank)]
         while not (shared.waiting[neighbour] or not box.empty() or shared.stop.is_set()):
             if give_up.expired():

@@ -37,14 +37,15 @@ from dpnet.errors import (
     signal_exception,
 )
 from dpnet.network.comm import (
-    ANSWER_GRACE_SECONDS,
     DEFAULT_PEER_TIMEOUT,
     SETUP_STAGE,
     Deadline,
     NeighbourStopped,
     PeerSilent,
     TrafficStats,
+    answer_grace,
     flattened,
+    second_wait,
 )
 from dpnet.network.launcher import launched_by_open_mpi
 
@@ -236,7 +237,8 @@ class MPICommunicator:
         sends = [self.graph_comm.Isend(buf, dest=v, tag=DATA_TAG) for v in self.neighbours]
         requests = receives + sends
         if not self._wait_within_deadline(requests) and not (
-            self._late_are_waiting(receives, requests) and self._wait_within_deadline(requests)
+            self._late_are_waiting(receives, requests)
+            and self._wait_within_deadline(requests, second_wait(self.peer_timeout))
         ):
             late = [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
             silent = late[0] if late else self.neighbours[0]
@@ -245,10 +247,12 @@ class MPICommunicator:
         self.stats.stop(len(self.neighbours), buf.nbytes)
         return out
 
-    def _wait_within_deadline(self, requests: list[MPI.Request]) -> bool:
+    def _wait_within_deadline(
+        self, requests: list[MPI.Request], seconds: float | None = None
+    ) -> bool:
         """Complete ``requests`` politely (sleeping between Tests), watching for stop notes and
-        answering queries; False if ``peer_timeout`` seconds pass first."""
-        deadline = Deadline(self.peer_timeout)
+        answering queries; False if ``seconds`` (default ``peer_timeout``) pass first."""
+        deadline = Deadline(self.peer_timeout if seconds is None else seconds)
         while not MPI.Request.Testall(requests):
             self._check_stop_notes()
             self._answer_queries()
@@ -259,13 +263,12 @@ class MPICommunicator:
 
     def _late_are_waiting(self, receives: list[MPI.Request], requests: list[MPI.Request]) -> bool:
         """Ask each neighbour whose message is late whether it is waiting itself: True if
-        every one answers, or ``requests`` complete, within :data:`ANSWER_GRACE_SECONDS` (at
-        most the deadline); a late neighbour that answers is not silent
-        (:data:`~dpnet.network.comm.ANSWER_GRACE_SECONDS`)."""
+        every one answers, or ``requests`` complete, within the grace; a late neighbour that
+        answers is not silent (:data:`~dpnet.network.comm.ANSWER_GRACE_SECONDS`)."""
         late = [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
         heard = [self.graph_comm.Irecv(NOTHING, source=v, tag=ANSWER_TAG) for v in late]
         self._notes_out += [self.graph_comm.Isend(NOTHING, dest=v, tag=QUERY_TAG) for v in late]
-        give_up = Deadline(min(ANSWER_GRACE_SECONDS, self.peer_timeout))
+        give_up = Deadline(answer_grace(self.peer_timeout))
         while not (answered := MPI.Request.Testall(heard) or MPI.Request.Testall(requests)):
             self._check_stop_notes()
             self._answer_queries()
