@@ -87,6 +87,7 @@ def test_inprocess_a_neighbour_that_waits_itself_is_not_named() -> None:
     assert time.monotonic() - start < deadline + delay + SLACK
 
 
+@pytest.mark.mpi_launch
 def test_mpi_a_neighbour_that_waits_itself_is_not_named() -> None:
     """The same over MPI (tests/peer_chain.py): machine 0's deadline passes first; it asks
     machine 1, which answers from its wait, so machine 0 waits on and stops on machine 1's
