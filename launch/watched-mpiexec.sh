@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # watched-mpiexec.sh MPIEXEC-ARGS...: run `mpiexec MPIEXEC-ARGS...` and stop it when it waits
-# for what cannot come; exit with mpiexec's exit code, or 5 when it had to be stopped.
+# for what cannot come; exit with mpiexec's exit code (255 when a rank was killed), or 5 when it
+# had to be stopped.
 # Used by entrypoint.sh (the compose demo, launch/netns-demo.sh) and cluster.sh.
 #
 # hydra's mpiexec can wait forever: for the proxy of a host whose link died (its control
@@ -102,5 +103,10 @@ if ((lost)); then
     status=5
 elif ((timed_out)); then
     status=124
+elif ((status == 9)); then
+    # a rank was killed (SIGKILL): hydra aborts the job and exits 255 once the ssh sessions to
+    # the other hosts' proxies have ended, or with the signal's number, 9, when it ends before
+    # them (seen under load). 255 either way; dpnet itself never exits 9.
+    status=255
 fi
 exit "$status"

@@ -241,6 +241,15 @@ def test_watched_mpiexec_passes_mpiexecs_exit_code(tmp_path: Path) -> None:
     assert proc.returncode == 3 and proc.stdout == "args: -n 5 x\n"
 
 
+@pytest.mark.parametrize(("said", "code"), [(9, 255), (255, 255), (137, 137)])
+def test_watched_mpiexec_says_255_for_a_killed_rank(tmp_path: Path, said: int, code: int) -> None:
+    """hydra's exit code for a killed rank is 255 or, when it ends before its ssh sessions, 9:
+    the launchers say 255 for both (launch/README.md); other codes pass as they are."""
+    env = _fake_mpiexec(tmp_path, f"exit {said}")
+    proc = subprocess.run([str(LAUNCH / "watched-mpiexec.sh")], capture_output=True, env=env)
+    assert proc.returncode == code
+
+
 def test_watched_mpiexec_stops_an_mpiexec_left_waiting_for_a_lost_host(tmp_path: Path) -> None:
     """An mpiexec with no child left (its ssh clients gave up on a cut link) that does not end
     by itself is stopped after DPNET_LOST_HOST_GRACE seconds, exit code 5."""
