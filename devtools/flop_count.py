@@ -5,7 +5,8 @@ operations it runs (``NewtonThetaStep.counts``, named by ``_newton.COUNTS``); fo
 n rows and d columns each costs, in flops:
 
 - a product with X~ (a step's margins, a loss evaluation's gradient, fresh margins): 2 n d;
-- a Newton matrix: X~^T D X~ by a general product, 2 n d^2, and its Cholesky factor d^3 / 3;
+- a Newton matrix: X~^T D X~ by a symmetric product (BLAS dsyrk), n d (d + 1), and its
+  Cholesky factor d^3 / 3;
   a shift to a new rho: the factor;
 - a step on a kept factor: two triangular solves, 2 d^2; a Woodbury solve: its n x n system
   (n^2 d to scale, a factor n^3 / 3, two triangular solves 2 n^2) and two products with X~
@@ -38,8 +39,8 @@ def product_flops(rows: int, cols: int) -> float:
 
 
 def matrix_flops(rows: int, dim: int) -> float:
-    """X~^T D X~ for an (rows, dim) X~ by a general product: 2 rows dim^2."""
-    return 2.0 * rows * dim * dim
+    """X~^T D X~ for an (rows, dim) X~ by a symmetric product (BLAS dsyrk): rows dim (dim + 1)."""
+    return float(rows) * dim * (dim + 1)
 
 
 def factor_flops(dim: int) -> float:

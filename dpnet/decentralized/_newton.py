@@ -33,6 +33,9 @@ Compiled by numba on first use and cached on disk (:mod:`dpnet.decentralized._co
 
 from __future__ import annotations
 
+from typing import Any
+
+import llvmlite.binding
 import numpy as np
 
 # the BLAS and LAPACK numba calls (scipy's), loaded with this module: a threadpoolctl limit
@@ -40,8 +43,17 @@ import numpy as np
 # the kernel's products on every core, its idle threads spinning beside the machines
 import scipy.linalg.cython_blas  # noqa: F401
 import scipy.linalg.cython_lapack  # noqa: F401
+from numba import types
+from numba.extending import get_cython_function_address
 
 from dpnet.decentralized._compiled import compiled, entry
+
+# BLAS dsyrk (scipy's, the library of numba's own products) by a symbol name: numba's on-disk
+# cache links a name again in a later process, where an address baked into the code would not
+llvmlite.binding.add_symbol(
+    "dpnet_dsyrk", get_cython_function_address("scipy.linalg.cython_blas", "dsyrk")
+)
+_dsyrk: Any = types.ExternalFunction("dpnet_dsyrk", types.void(*[types.voidptr] * 10))
 
 LOGISTIC, UNBIASED_LOGISTIC, HUBERIZED_HINGE = 0, 1, 2
 
@@ -59,11 +71,12 @@ PRODUCT_ROWS = 32
 """Rows whose factors 1 + e_i (each in [1, 2]) one logarithm sums: at most 2^32, no overflow."""
 
 COUNTS = ("matrices", "shifts", "steps", "woodbury", "trials", "evaluations", "margins")
-"""What ``counts`` adds up: Newton matrices formed (each X~^T D X~ by one general product and a
-Cholesky factor), kept matrices shifted to a new rho (a factor), Newton steps (each one product with
-X~ for the step's margins), Woodbury solves among them, Armijo trials after a rejected full step,
-loss evaluations over a machine's rows (each with its gradient, one product with X~), and margins y
-X~ theta computed afresh (a point's, or a matrix's at its anchor: one product with X~ each)."""
+"""What ``counts`` adds up: Newton matrices formed (each X~^T D X~ by one symmetric product,
+BLAS dsyrk, and a Cholesky factor), kept matrices shifted to a new rho (a factor), Newton steps
+(each one product with X~ for the step's margins), Woodbury solves among them, Armijo trials
+after a rejected full step, loss evaluations over a machine's rows (each with its gradient, one
+product with X~), and margins y X~ theta computed afresh (a point's, or a matrix's at its
+anchor: one product with X~ each)."""
 MATRICES, SHIFTS, STEPS, WOODBURY, TRIALS, EVALUATIONS, MARGINS = range(len(COUNTS))
 
 BlockData = tuple[np.ndarray, np.ndarray, np.ndarray, float, int, float]
@@ -167,6 +180,22 @@ def _evaluate(
 
 
 @compiled
+def _gram(scaled: np.ndarray, gram: np.ndarray) -> None:
+    """gram = scaled^T scaled for a C-order ``scaled`` (n, p) by BLAS dsyrk, n p (p + 1) flops,
+    half a general product's: in Fortran's order ``scaled`` is A (p, n), and the lower triangle
+    of A A^T that dsyrk writes is gram's upper one in C order, mirrored below."""
+    n, p = scaled.shape
+    uplo, trans = np.array([ord("L")], dtype=np.uint8), np.array([ord("N")], dtype=np.uint8)
+    order, depth = np.array([p], dtype=np.int32), np.array([n], dtype=np.int32)
+    one, zero = np.array([1.0]), np.array([0.0])
+    _dsyrk(uplo.ctypes, trans.ctypes, order.ctypes, depth.ctypes, one.ctypes, scaled.ctypes,
+           order.ctypes, zero.ctypes, gram.ctypes, order.ctypes)  # fmt: skip
+    for a in range(p):
+        for b in range(a + 1, p):
+            gram[b, a] = gram[a, b]
+
+
+@compiled
 def _factor_shifted(gram: np.ndarray, rho: float, factor: np.ndarray) -> None:
     """factor = the lower Cholesky factor of gram + rho I when that is finite and numerically
     positive definite, else NaN (and so is every solve on it)."""
@@ -233,7 +262,7 @@ def _form(
         weight = np.sqrt(inv_n * _curvature(code, param, margin[i]))
         for a in range(X.shape[1]):
             scaled[i, a] = X[i, a] * weight
-    gram[...] = np.dot(scaled.T, scaled)
+    _gram(scaled, gram)
     _factor_shifted(gram, rho, factor)
 
 
