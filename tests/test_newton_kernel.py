@@ -122,7 +122,7 @@ def test_the_counts_add_up() -> None:
     assert flops[0]["products"] == 2 * n * d * (
         c["steps"][0] + c["evaluations"][0] + c["margins"][0]
     )
-    assert flops[0]["matrices"] == c["matrices"][0] * 2 * n * d * d
+    assert flops[0]["matrices"] == c["matrices"][0] * n * d * (d + 1)
     assert flops[3] == machine_flops(step.counts[3], 0, d)
 
 
