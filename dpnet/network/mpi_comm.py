@@ -240,7 +240,7 @@ class MPICommunicator:
             self._late_are_waiting(receives, requests)
             and self._wait_within_deadline(requests, second_wait(self.peer_timeout))
         ):
-            late = [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
+            late = self._late(receives)
             silent = late[0] if late else self.neighbours[0]
             self._send_stop_notes(origin=self.rank, silent=silent, skip=None)
             raise PeerSilent(self.rank, silent, self.peer_timeout)
@@ -265,7 +265,7 @@ class MPICommunicator:
         """Ask each neighbour whose message is late whether it is waiting itself: True if
         every one answers, or ``requests`` complete, within the grace; a late neighbour that
         answers is not silent (:data:`~dpnet.network.comm.ANSWER_GRACE_SECONDS`)."""
-        late = [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
+        late = self._late(receives)
         heard = [self.graph_comm.Irecv(NOTHING, source=v, tag=ANSWER_TAG) for v in late]
         self._notes_out += [self.graph_comm.Isend(NOTHING, dest=v, tag=QUERY_TAG) for v in late]
         give_up = Deadline(answer_grace(self.peer_timeout))
@@ -281,18 +281,22 @@ class MPICommunicator:
                 request.Wait()
         return answered
 
+    def _late(self, receives: list[MPI.Request]) -> list[int]:
+        """The neighbours whose message of ``receives`` has not come."""
+        return [v for v, r in zip(self.neighbours, receives, strict=True) if not r.Test()]
+
     def _listen_for_query(self, neighbour: int) -> MPI.Request:
         return self.graph_comm.Irecv(NOTHING, source=neighbour, tag=QUERY_TAG)
 
     def _answer_queries(self) -> None:
         """Answer each neighbour that asked whether this machine is waiting (it is: only
         waits call this)."""
-        for k, request in enumerate(self._query_requests):
-            if request.Test():
-                v = self.neighbours[k]
-                self._notes_out.append(self.graph_comm.Isend(NOTHING, dest=v, tag=ANSWER_TAG))
-                self._query_requests[k] = self._listen_for_query(v)
-        self._notes_out = [r for r in self._notes_out if not r.Test()]
+        for k in MPI.Request.Testsome(self._query_requests) or ():  # one call for all
+            v = self.neighbours[k]
+            self._notes_out.append(self.graph_comm.Isend(NOTHING, dest=v, tag=ANSWER_TAG))
+            self._query_requests[k] = self._listen_for_query(v)
+        if self._notes_out:
+            self._notes_out = [r for r in self._notes_out if not r.Test()]
 
     def _check_stop_notes(self) -> None:
         for k, request in enumerate(self._stop_requests):
