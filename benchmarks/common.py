@@ -149,6 +149,19 @@ def stacked_job(argv: list[str], n_machines: int) -> tuple[Any, Any, Any, Any]:
     return data, problems[0][1], admm_config(config, setup.shards[0].columns), graph
 
 
+def dgemm_gflops(X: np.ndarray, repeats: int) -> float:
+    """GFLOP/s of one dgemm X^T X (2 n d^2 flops, X^T a contiguous copy: a general product,
+    not numpy's symmetric one), median CPU time of ``repeats``: the rate a round's counted
+    flops are priced at."""
+    X_t = np.ascontiguousarray(X.T)
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        X_t @ X
+        times.append(time.process_time() - start)
+    return 2.0 * X.shape[0] * X.shape[1] ** 2 / float(np.median(times)) / 1e9
+
+
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fields = list(dict.fromkeys(k for row in rows for k in row))

@@ -9,8 +9,13 @@ the first n rows of paper 3's Table 1 data (model III, p = 48, seed 1); its CPU 
 (median over --repeats runs), split by step (``timing.cpu_seconds_per_round_by_step``), is set
 against the median CPU time of one Hessian-plus-solve of the same rows: X~^T D X~ formed as a
 symmetric product of the scaled rows (D a diagonal of logistic weights; BLAS dsyrk) plus c I,
-and solved by Cholesky (LAPACK dposv), the work of one classical Newton iteration. Writes
-benchmarks/out/round_cost.csv.
+and solved by Cholesky (LAPACK dposv), the work of one classical Newton iteration.
+
+And against its counted flops (issue 44's yardstick: a round within 2x of them): the theta
+step's flops over the run, from its own counts (``devtools.flop_count``: products with X~,
+Newton matrices, factors, solves; the Z step and the loss's elementwise work are not counted),
+divided by the rounds and priced at this host's rate of one dgemm X~^T X of the shard
+(``benchmarks.common.dgemm_gflops``). Writes benchmarks/out/round_cost.csv.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dposv
 from threadpoolctl import threadpool_limits
 
+from benchmarks.common import dgemm_gflops
+from devtools.flop_count import block_flops, newton_steps
 from dpnet.cli import parse_config, prepare_problem
 from dpnet.decentralized import (
     ADMMConfig,
@@ -67,8 +74,10 @@ def measure(n_rows: int, repeats: int) -> dict[str, float]:
 
     X = data.X_aug
     weights, grad = np.full(X.shape[0], 0.2 / n_rows), np.ones(X.shape[1])
-    per_round, solves, splits = [], [], []
-    fit()  # warm caches and imports
+    per_round, solves, splits, rates = [], [], [], []
+    with newton_steps() as made:  # warms caches and imports too
+        counted = fit()
+    flops = sum(sum(machine.values()) for step in made for machine in block_flops(step))
     for _ in range(repeats):
         result = fit()
         per_round.append(result.compute_cpu_seconds / result.rounds)
@@ -78,6 +87,7 @@ def measure(n_rows: int, repeats: int) -> dict[str, float]:
         for _ in range(count):
             hessian_and_solve(X, weights, 0.1, grad)
         solves.append((time.process_time() - start) / count)
+        rates.append(dgemm_gflops(X, max(5, 200_000 // n_rows)))
     row = {
         "rows": n_rows,
         "columns": X.shape[1],
@@ -86,6 +96,9 @@ def measure(n_rows: int, repeats: int) -> dict[str, float]:
         "hessian_and_solve_ms": float(np.median(solves)) * 1e3,
     }
     row["ratio"] = row["cpu_ms_per_round"] / row["hessian_and_solve_ms"]
+    row["gflops"] = float(np.median(rates))
+    row["flop_ms_per_round"] = flops / counted.rounds / (row["gflops"] * 1e9) * 1e3
+    row["flop_ratio"] = row["cpu_ms_per_round"] / row["flop_ms_per_round"]
     for step in splits[0]:
         row[f"{step}_ms"] = float(np.median([s[step] for s in splits])) * 1e3
     return row
@@ -104,13 +117,14 @@ def main() -> None:
             steps = ", ".join(
                 f"{k.removesuffix('_ms').replace('_', ' ')} {v:.4f}"
                 for k, v in row.items()
-                if k.endswith("_ms") and k != "hessian_and_solve_ms"
+                if k.endswith("_ms") and k not in ("hessian_and_solve_ms", "flop_ms_per_round")
             )
             print(
                 f"{n_rows} x {row['columns']}: {row['rounds']} rounds, "
                 f"{row['cpu_ms_per_round']:.4f} ms CPU per round = {row['ratio']:.2f} x one "
-                f"Hessian-plus-solve ({row['hessian_and_solve_ms']:.4f} ms); ms per round: "
-                f"{steps}",
+                f"Hessian-plus-solve ({row['hessian_and_solve_ms']:.4f} ms) = "
+                f"{row['flop_ratio']:.2f} x its counted flops at {row['gflops']:.1f} GFLOP/s "
+                f"({row['flop_ms_per_round']:.4f} ms); ms per round: {steps}",
                 flush=True,
             )
     OUT.parent.mkdir(exist_ok=True)

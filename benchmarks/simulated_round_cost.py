@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from benchmarks.common import OUT_DIR, stacked_job, write_csv
+from benchmarks.common import OUT_DIR, dgemm_gflops, stacked_job, write_csv
 from devtools.flop_count import block_flops, newton_steps
 from dpnet.decentralized import NewtonThetaStep, StackedShards, admm, stacked
 from dpnet.decentralized._newton import COUNTS
@@ -119,18 +119,6 @@ def run_once(data: StackedShards, groups: Any, config: Any, graph: Any) -> dict[
     }
 
 
-def gflops(data: StackedShards, repeats: int) -> float:
-    """GFLOP/s of one dgemm X^T X over all shards' rows (2 J n d^2 flops)."""
-    flat = data.X.reshape(-1, data.X.shape[2])
-    flat_t = np.ascontiguousarray(flat.T)
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        flat_t @ flat
-        times.append(time.process_time() - start)
-    return 2.0 * flat.shape[0] * flat.shape[1] ** 2 / float(np.median(times)) / 1e9
-
-
 def pass_times(data: StackedShards, repeats: int) -> dict[str, float]:
     """CPU seconds of one pass over the whole stack for each product of a Newton iteration
     (module docstring): ``<name>_alone``, the fastest of the same product again and again
@@ -169,7 +157,7 @@ def measure(n_machines: int, rounds: int, repeats: int) -> dict[str, Any]:
     runs, rates, passes = [], [], []
     for _ in range(repeats):
         runs.append(run_once(data, groups, config, graph))
-        rates.append(gflops(data, 5))
+        rates.append(dgemm_gflops(data.X.reshape(-1, data.X.shape[2]), 5))
         passes.append(pass_times(data, 5))
     assert all(np.array_equal(r["theta"], runs[0]["theta"]) for r in runs)  # deterministic
     assert all(r["counts"] == runs[0]["counts"] for r in runs)

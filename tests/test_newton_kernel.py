@@ -5,6 +5,7 @@ definitions, and its cache where a user puts it."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -17,7 +18,12 @@ import pytest
 from devtools.flop_count import block_flops, machine_flops
 from devtools.newton_reference import ReferenceNewtonStep
 from dpnet.decentralized import LocalData, NewtonThetaStep, StackedShards
-from dpnet.decentralized._newton import COUNTS, _curvature, _loss_and_derivative
+from dpnet.decentralized._newton import (
+    COUNTS,
+    _curvature,
+    _exp_nonpositive,
+    _loss_and_derivative,
+)
 from dpnet.decentralized.theta import NO_ANCHORS, loss_kernel
 from dpnet.losses import HuberizedHinge, Logistic, MarginLoss, UnbiasedLogistic
 
@@ -39,7 +45,8 @@ LOSSES = [Logistic(), UnbiasedLogistic(0.75), UnbiasedLogistic(1.0), HuberizedHi
 @pytest.mark.parametrize("loss", LOSSES, ids=repr)
 def test_the_scalar_losses_are_the_numpy_ones(loss: MarginLoss) -> None:
     """Value, derivative and curvature at margins from -1e308 to 1e308, the hinge's knots and
-    0, infinities and NaN: the numpy loss's to 2 ulp, NaN where it is NaN."""
+    0, infinities and NaN: the numpy loss's to 2 ulp (of the corrected loss's terms), NaN where
+    it is NaN."""
     code, param = loss_kernel(loss)
     grid = np.concatenate(
         [
@@ -53,17 +60,48 @@ def test_the_scalar_losses_are_the_numpy_ones(loss: MarginLoss) -> None:
         curvature = loss.curvature(grid)
     scalar = np.array([_loss_and_derivative(code, param, m) for m in grid])
     scalar_curvature = np.array([_curvature(code, param, m) for m in grid])
-    for ours, theirs in (
-        (scalar[:, 0], value),
-        (scalar[:, 1], first),
-        (scalar_curvature, curvature),
+    # the corrected loss subtracts k m: its value is within 2 ulp of the terms' magnitudes
+    # (near l(m) = k m the difference cancels what the exponential errs by)
+    k = (1 - loss.keep_prob) / (2 * loss.keep_prob - 1) if isinstance(loss, UnbiasedLogistic) else 0
+    with np.errstate(all="ignore"):
+        terms = np.abs(value) + (np.abs(k * grid) if k else 0.0)
+    for ours, theirs, magnitude in (
+        (scalar[:, 0], value, terms),
+        (scalar[:, 1], first, np.abs(first)),
+        (scalar_curvature, curvature, np.abs(curvature)),
     ):
         np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
         finite = np.isfinite(theirs)
         np.testing.assert_array_equal(
             ours[~finite & ~np.isnan(theirs)], theirs[~finite & ~np.isnan(theirs)]
         )
-        np.testing.assert_allclose(ours[finite], theirs[finite], rtol=5e-16, atol=1e-300)
+        error = np.abs(ours[finite] - theirs[finite])
+        assert (error <= 5e-16 * magnitude[finite] + 1e-300).all(), error.max()
+
+
+def test_the_exponential_is_the_c_librarys_to_one_ulp() -> None:
+    """The kernel's exp(x), x <= 0, against the C library's (math.exp) at random points over
+    its whole range, near the reduction's switch points k ln 2 / 2, through the subnormals,
+    and at 0, -0, -inf and NaN."""
+    rng = np.random.default_rng(11)
+    switches = (np.arange(-1076, 1) + 0.5) * math.log(2)
+    x = np.concatenate(
+        [
+            -rng.uniform(0, 746, 40_000),
+            -rng.uniform(0, 1, 20_000),
+            np.nextafter(switches, 0),
+            np.nextafter(switches, -np.inf),
+            -rng.uniform(708, 746, 10_000),
+            [-0.0, 0.0, -1e-300, -745.13, -745.14, -746.0, -1e300],
+        ]
+    )
+    x = x[x <= 0]
+    ours = np.array([_exp_nonpositive(v) for v in x.tolist()])
+    theirs = np.array([math.exp(v) for v in x.tolist()])
+    ulps = np.abs(ours - theirs) / np.spacing(theirs)
+    assert ulps.max() <= 1.0
+    assert _exp_nonpositive(0.0) == 1.0 and _exp_nonpositive(-np.inf) == 0.0
+    assert math.isnan(_exp_nonpositive(math.nan))
 
 
 def _mixed_block(loss: MarginLoss, seed: int = 3) -> StackedShards:

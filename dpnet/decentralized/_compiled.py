@@ -5,6 +5,11 @@ process after the first loads it instead: beside the source (``__pycache__``) wh
 package's folder is writable, else in the user's cache folder (``~/.cache/numba``), or in
 the folder named by the environment variable ``NUMBA_CACHE_DIR``. Where none is writable the
 functions are compiled in memory by every process, with one warning saying so.
+
+Division follows numpy's error model: by zero it gives inf or NaN as numpy does, never
+Python's ZeroDivisionError, so a non-finite value reaches the stop rule (which ends the run
+as non-finite) and the compiler may vectorise loops that divide (numba's check for a zero
+divisor, a branch, kept them scalar).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ _dispatchers: list[Any] = []
 def compiled(function: Callable[..., Any]) -> Any:
     """``function`` compiled by numba (nopython), its code cached on disk where it can be."""
     try:
-        dispatcher = numba.njit(cache=True)(function)
+        dispatcher = numba.njit(cache=True, error_model="numpy")(function)
         _dispatchers.append(dispatcher)
         return dispatcher
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
@@ -35,7 +40,7 @@ def compiled(function: Callable[..., Any]) -> Any:
                 stacklevel=2,
             )
         _uncached.append(function.__name__)
-        return numba.njit(function)
+        return numba.njit(error_model="numpy")(function)
 
 
 def entry(dispatcher: Any) -> Any:
