@@ -448,6 +448,7 @@ def newton(
     grad = np.empty(dim)
     new_grad = np.empty(dim)
     new_margin = np.empty(n_max)
+    moved = np.empty(n_max)
     for j in range(theta.shape[0]):
         n = rows[j]
         Xj, yj, th, mj = X[j, :n], y[j, :n], theta[j], margin[j, :n]
@@ -488,13 +489,16 @@ def newton(
                 counts[j, WOODBURY] += 1
             counts[j, STEPS] += 1
             slope = np.dot(grad, step)
-            moved = yj * np.dot(Xj, step)
+            np.dot(Xj, step, moved[:n])  # then y X~ step, the margins' motion
+            for i in range(n):
+                moved[i] *= yj[i]
             scale = abs(f)
             flat = slope <= FLAT_SLOPE * (scale if not scale < 1.0 else 1.0)  # NaN stays NaN
             t = 1.0
             while True:
                 new_theta = th - t * step
-                new_margin[:n] = mj - t * moved
+                for i in range(n):
+                    new_margin[i] = mj[i] - t * moved[i]
                 new_loss = _evaluate(
                     Xj, yj, inv_n, code, param, new_margin[:n], weights[:n], new_grad
                 )
@@ -506,7 +510,8 @@ def newton(
                 t *= 0.5
                 counts[j, TRIALS] += 1
             th[:] = new_theta
-            mj[:] = new_margin[:n]
+            for i in range(n):
+                mj[i] = new_margin[i]
             loss[j], loss_grad[j] = new_loss, new_grad
             f, shift = f_new, new_shift
             if flat and (not tall or formed):  # a full step on a matrix of this iterate
