@@ -411,3 +411,14 @@ def test_estimator_warns_when_it_did_not_converge():
     y = (X[:, 0] > 0).astype(int)
     with pytest.warns(ConvergenceWarning, match="max_rounds after 30 rounds"):
         DecentralizedGroupLassoLogistic(c=1e10, max_rounds=30).fit(X, y)
+
+
+@pytest.mark.parametrize("backend", ["simulated", "threads"])
+def test_the_summary_says_whose_milliseconds_a_round_takes(backend, capsys):
+    """A round's milliseconds in the summary are a machine's (the mean over the machines; the
+    simulator's are 1/J of its whole block's), and the line says so."""
+    argv = ["--backend", backend, "--machines", "4", "--n-samples", "400", "--n-test", "0"]
+    assert main([*argv, "--progress-every", "0", "--seed", "1"]) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if "ms/round" in s)
+    assert " ms/round per machine (" in line
+    assert ("(1/J of the simulation; " in line) == (backend == "simulated")

@@ -560,8 +560,9 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         *_cv_lines(report.get("cross_validation")),
         f"  selected groups {report['selected_groups']}",
         f"  max consensus gap {report['max_consensus_gap']:.2e}, "
-        f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round "
-        f"({report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication), "
+        f"{report['timing']['seconds_per_round'] * 1e3:.2f} ms/round per machine ("
+        f"{'1/J of the simulation; ' if report['backend'] == 'simulated' else ''}"
+        f"{report['timing']['comm_seconds_per_round'] * 1e3:.2f} ms communication), "
         f"start-up {report['timing']['startup_seconds']:.2f} s",
         *_step_lines(report["timing"]["cpu_seconds_per_round_by_step"]),
         _privacy_line(priv),
